@@ -31,14 +31,14 @@ from ..revisions import hub_offline, model_identity
 from ..scorers import detect_kind, load_scorer
 from ..scorers.blender_compat import import_llm_blender
 from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
-from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS, WEIGHT_FILES
+from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS, PAIRRM_HF, WEIGHT_FILES
 from ..sources import demo_path, iter_jsonl
 from .measure import (PART2_MINI_1_PROMPTS, alternate, engine_passes, gpu_use, machine_info,
                       pairrm_contenders)
 from .preflight import LLM_BLENDER, reinstall
 from .score import read_named_rows, schema_type
 
-DEFAULT_MODEL = "llm-blender/PairRM-hf"
+DEFAULT_MODEL = PAIRRM_HF
 DEFAULT_REPORT_DIR = Path(RUNS_DIR) / "selfcheck"
 DEFAULT_ROWS = 40  # the embedded demo's prompts
 DEMO_CANDIDATE_COLUMNS = ("resp0", "resp1", "resp2", "resp3")

@@ -16,7 +16,7 @@ from ..paths import local_checkpoint
 from .blender_compat import BlenderScorer
 from .common import no_folder
 from .pairrm import PairRM
-from .pairrm_checkpoint import KNOWN_HUB_IDS, read_config
+from .pairrm_checkpoint import KNOWN_HUB_IDS, PAIRRM_HF, read_config
 from .sequence_classifier import SequenceClassifierScorer
 from .tiny import BUILTIN_REWARD_MODELS, BUILTIN_TINY
 
@@ -52,7 +52,7 @@ def _hub_config(spec: str) -> dict[str, Any] | None:
 def model_spec(model: str | Path) -> str:
     """`model` as a stripped string; None, "" or not a path refused (not read as a folder <cwd>/None, or the cwd)."""
     if not isinstance(model, (str, os.PathLike)) or not str(model).strip():
-        raise ParameterError(f"model must be a hub id (such as llm-blender/PairRM-hf), a checkpoint's folder or a "
+        raise ParameterError(f"model must be a hub id (such as {PAIRRM_HF}), a checkpoint's folder or a "
                              f"built-in stand-in ({', '.join([BUILTIN_TINY, *BUILTIN_REWARD_MODELS])}); got "
                              f"{model!r}.")
     return str(model).strip()
@@ -69,7 +69,7 @@ def detect_kind(model: str | Path) -> str:
     if spec.startswith("builtin:"):
         raise ModelLoadError(f"Unknown built-in model '{spec}': the built-in stand-ins are "
                              f"{', '.join([BUILTIN_TINY, *BUILTIN_REWARD_MODELS])}.")
-    folder = local_checkpoint(spec, "Scorer model", "llm-blender/PairRM-hf", "a PairRM or reward-model checkpoint.")
+    folder = local_checkpoint(spec, "Scorer model", PAIRRM_HF, "a PairRM or reward-model checkpoint.")
     config = read_config(folder) if folder else _hub_config(spec)
     if config is None:
         if "pairrm" in spec.lower():  # its loader says how to fetch it

@@ -19,14 +19,14 @@ from .common import is_stand_in, no_folder
 from .pairrm_attention import PairRMModel, install_fast_attention
 from .tiny import BUILTIN_TINY, DEBERTA_V3_LARGE, build_builtin
 
-KNOWN_HUB_IDS = ("llm-blender/PairRM", "llm-blender/PairRM-hf")
+KNOWN_HUB_IDS = ("llm-blender/PairRM", PAIRRM_HF := "llm-blender/PairRM-hf")  # llm-blender's layout, Transformers
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 def _how_to_provide(spec: str) -> str:
-    repo = spec if reads_as_hub_id(spec) else "llm-blender/PairRM-hf"
+    repo = spec if reads_as_hub_id(spec) else PAIRRM_HF
     # PairRM-hf's weights are model.safetensors; another repo's (llm-blender's layout) may be either of WEIGHT_FILES
-    weights = " --include ".join(WEIGHT_FILES[:1] if repo == "llm-blender/PairRM-hf" else WEIGHT_FILES)
+    weights = " --include ".join(WEIGHT_FILES[:1] if repo == PAIRRM_HF else WEIGHT_FILES)
     return (f"To provide it: on a machine with internet run `hf download {repo} --include '*.json' --include "
             f"spm.model --include {weights}` (it lands in the hub cache; copy that cache or set HF_HOME to "
             f"it), or download the folder anywhere and pass its path as the model; for a run without any download use "
@@ -64,9 +64,9 @@ def resolve_model(spec: str | Path) -> Path:
         return build_builtin(spec)
     if spec.startswith("builtin:"):
         raise ModelLoadError(f"Unknown built-in model '{spec}': the only one is '{BUILTIN_TINY}'.")
-    return local_checkpoint(spec, "PairRM model", "llm-blender/PairRM-hf", (
+    return local_checkpoint(spec, "PairRM model", PAIRRM_HF, (
         f"llm-blender's layout (a RankerConfig config.json + model.safetensors or pytorch_model.bin) or the "
-        f"Transformers layout of llm-blender/PairRM-hf. {_how_to_provide(spec)}")) or _from_hub(spec)
+        f"Transformers layout of {PAIRRM_HF}. {_how_to_provide(spec)}")) or _from_hub(spec)
 
 
 def detect_layout(config: dict[str, Any]) -> str:
