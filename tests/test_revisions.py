@@ -1,7 +1,10 @@
 """What identifies a model's weights for the reuse of old work (revisions.model_identity)."""
 
+import gc
 import json
 import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from huggingface_hub import constants
@@ -224,3 +227,25 @@ def test_a_code_digest_reads_code_not_docstrings_and_takes_an_empty_module(tmp_p
     assert revisions.python_digest(tmp_path / "pkg") != first
     (tmp_path / "pkg" / "m.py").write_text('def f():\n    """Only a docstring."""\n')
     assert revisions.python_digest(tmp_path / "pkg") != first
+
+
+def test_code_digests_taken_in_threads_at_once_are_all_the_same():
+    """Members of a family run as threads each key their work by the code's digest; on Python 3.11 two ast.parse at
+    once from different call depths, a garbage collection switching threads mid-parse, failed "AST constructor
+    recursion depth mismatch" (seen in CI). Collections here are frequent and each lets the other threads run."""
+    def digest_at_depth(depth):
+        return digest_at_depth(depth - 1) if depth else revisions.python_digest(*revisions.GENERATION_CODE)
+
+    def let_others_run(phase, info):
+        time.sleep(0.0005)
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(let_others_run)
+    gc.set_threshold(50)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            digests = list(pool.map(digest_at_depth, [i % 8 * 5 for i in range(64)]))
+    finally:
+        gc.callbacks.remove(let_others_run)
+        gc.set_threshold(*threshold)
+    assert set(digests) == {revisions.python_digest(*revisions.GENERATION_CODE)}

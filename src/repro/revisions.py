@@ -7,6 +7,7 @@ import ast
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,10 @@ HUB_OUTPUTS = frozenset({"hub_repo_id"})
 _PACKAGE = Path(__file__).parent
 SCORING_CODE = (_PACKAGE / "scorers", _PACKAGE / "construct" / "scoring.py")
 GENERATION_CODE = (_PACKAGE / "construct" / "generation.py", _PACKAGE / "scorers" / "tiny_policy.py")
+# Python 3.11's ast.parse counts its depth in one place for all threads: two threads of one process parsing at once
+# (a garbage collection switching between them mid-parse) fail "AST constructor recursion depth mismatch" (CI saw it
+# with two runs generating in one process). One parse at a time.
+_PARSING = threading.Lock()
 
 
 def revision_of(parameter: str, values: dict[str, Any]) -> str | None:
@@ -125,7 +130,9 @@ def python_digest(*paths: Path) -> str:
     digest = hashlib.sha256()
     for path in paths:
         for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            tree = ast.parse(file.read_bytes())
+            source = file.read_bytes()
+            with _PARSING:
+                tree = ast.parse(source)
             for node in ast.walk(tree):
                 if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and \
                         node.body and isinstance(first := node.body[0], ast.Expr) and \
