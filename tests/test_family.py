@@ -1561,7 +1561,13 @@ def test_a_member_refused_at_its_turn_is_named_apart_from_the_failed_with_what_t
                 "values, root, **kw: 0; sys.exit(main(sys.argv[1:]))", *member_command(args, member)[3:]]
 
     monkeypatch.setattr(family_cli, "prepare", checked_then_released)
-    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: int(root.name == "mini_index-0"))
+    def run_notebooks(values, root, short_of=None, **kw):  # the view's run: done, the family recorded as it says
+        if root.name == "mini_index-0":
+            return 1
+        Manifest(RunDir(root)).finish_run(*(("failed", short_of) if short_of else ("complete",)))
+        return 0
+
+    monkeypatch.setattr(family_cli, "run_notebooks", run_notebooks)
     monkeypatch.setattr(family_cli, "_member_command", member_alone)
     grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
     try:
@@ -1580,7 +1586,7 @@ def test_a_member_refused_at_its_turn_is_named_apart_from_the_failed_with_what_t
     assert (f"repro run: REFUSED member: mini_index-1: another command held its folder at the family's checks, and "
             f"at its turn its own checks refused it ({where}). The same command again refuses it again: pass --force "
             f"to replace a run of other parameters there, or give the family another --out.") in err
-    record = Manifest(RunDir(root)).read()  # (the view's run had made it `complete`)
+    record = Manifest(RunDir(root)).read()
     assert (record["status"], record["error"]) == (
         "failed", "not every member is complete: mini_index-0 failed; mini_index-1 refused at its turn")
 
@@ -1845,6 +1851,23 @@ def test_05_family_alone_on_a_stopped_family_is_done_and_the_family_command_cont
     assert Manifest(RunDir(root / "mini_index-1")).read()["status"] == "complete"
 
 
+def test_a_family_whose_view_fails_too_records_both_failures(tmp_path, monkeypatch, capsys, stubbed_notebooks):
+    # a member failed and so did the view: the family's record said only the view's failure
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    root = tmp_path / "f"
+
+    def execute(src, out, **kw):
+        if Path(out).parents[1].name in ("mini_index-0", "f"):
+            raise RuntimeError(f"a cell of {Path(out).parents[1].name} failed")
+        Path(out).write_text("{}")
+
+    monkeypatch.setattr("papermill.execute_notebook", execute)
+    assert main(["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]) == 1
+    record = Manifest(RunDir(root)).read()
+    assert record["status"] == "failed" and "a cell of f failed" in record["error"]
+    assert record["error"].endswith("(not every member is complete: mini_index-0 failed)")
+
+
 @pytest.mark.parametrize("left, code", [("failed", 1), ("busy", family_cli.EXIT_BUSY)])
 def test_a_family_whose_members_do_not_all_complete_is_not_recorded_complete_and_the_same_command_continues_it(
         tmp_path, monkeypatch, capsys, stubbed_notebooks, left, code):
@@ -1860,6 +1883,14 @@ def test_a_family_whose_members_do_not_all_complete_is_not_recorded_complete_and
         Path(out).write_text("{}")
 
     monkeypatch.setattr("papermill.execute_notebook", execute)
+    finish_run, ends = Manifest.finish_run, []
+
+    def finishing(self, status, error=None):  # what the family's record said at each end (never `complete` first)
+        if self.run.root == root:
+            ends.append(status)
+        finish_run(self, status, error)
+
+    monkeypatch.setattr(Manifest, "finish_run", finishing)
     grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
     holder = _hold(root / "mini_index-0") if left == "busy" else None
     try:
@@ -1873,6 +1904,7 @@ def test_a_family_whose_members_do_not_all_complete_is_not_recorded_complete_and
     said = {"failed": "mini_index-0 failed", "busy": "mini_index-0 being run by another command"}[left]
     record = Manifest(RunDir(root)).read()
     assert (record["status"], record["error"]) == ("failed", f"not every member is complete: {said}")
+    assert ends == ["failed"]  # (the view's run had recorded it `complete` first, an instant before)
     assert record["notebooks"]["05_family"]["status"] == "done"  # (its view is made, of the members as they are)
     capsys.readouterr()
     assert main([*grid, "--check"]) == 0

@@ -315,19 +315,18 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
               f"these parameters, {read_parts(*(m.fingerprint for m in family.members))}code and packages -> "
               f"{family.root}")
         return 0
-    code = run_notebooks(view, family.root, kernel=args.kernel, log_output=args.log_output, last_line=False,
-                         record={"members": planned, "members_state": state, "started": started},  # (not the view's)
-                         fingerprint=fingerprint)
-    if code == EXIT_INTERRUPTED:  # (its line said so: not a summary that reads as done)
-        return code
     busy = [m.name for m, s in zip(family.members, statuses) if s == BUSY]
     refused = [m.name for m, s in zip(family.members, statuses) if s == REFUSED]
     its, by = "its" if len(refused) == 1 else "their", "another command" if len(busy) == 1 else "other commands"
-    if code == 0 and (unfinished := "; ".join(f"{', '.join(names)} {what}" for names, what in (
-            (failed, "failed"), (refused, f"refused at {its} turn"), (busy, f"being run by {by}")) if names)):
-        # the view made of the members as they are, its notebook done: the family complete only once every member is
-        # (busy: `failed` too, its error saying so: it ended short, at no signal; the same command continues it)
-        record.finish_run("failed", f"not every member is complete: {unfinished}")
+    unfinished = "; ".join(f"{', '.join(names)} {what}" for names, what in (
+        (failed, "failed"), (refused, f"refused at {its} turn"), (busy, f"being run by {by}")) if names)
+    # the view made of the members as they are, its notebook done: the family complete only once every member is
+    # (busy: `failed` too, its error saying so: it ended short, at no signal; the same command continues it)
+    code = run_notebooks(view, family.root, kernel=args.kernel, log_output=args.log_output, last_line=False,
+                         record={"members": planned, "members_state": state, "started": started},  # (not the view's)
+                         fingerprint=fingerprint, short_of=unfinished and f"not every member is complete: {unfinished}")
+    if code == EXIT_INTERRUPTED:  # (its line said so: not a summary that reads as done)
+        return code
     print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "
           f"complete, {len(failed)} failed" + (f", {len(refused)} refused at {its} turn" if refused else "") +
           (f", {len(busy)} being run by {by}" if busy else "") +

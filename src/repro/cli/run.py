@@ -234,10 +234,11 @@ def _say_notices(name: str, notebook: Path) -> None:
 def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNEL_NAME,
                   log_output: bool = False, selfcheck: str | None = None, record: dict[str, Any] | None = None,
                   last_line: bool = True, fingerprint: dict[str, Any] | None = None,
-                  only: list[str] | None = None) -> int:
+                  only: list[str] | None = None, short_of: str | None = None) -> int:
     """Execute the params' notebooks (`only`: those of them) in order into run_root/notebooks/; the manifest records
     the run, `record` and, once complete, `fingerprint` (None: `run_fingerprint` of the inputs now); `last_line`: say
-    "complete" at the end; `kernel`: one ensure_kernel accepted."""
+    "complete" at the end; `kernel`: one ensure_kernel accepted; `short_of`: the run, its notebooks done, is recorded
+    failed with it as its error (a family whose members did not all complete)."""
     papermill = import_papermill()
     notebooks = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
     notebooks = [nb for nb in notebooks if only is None or nb in only]
@@ -277,7 +278,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
                 message = _failure_message(name, output, exc, run, unsaved)
                 try:
                     manifest.notebook_status(name, "failed", error=message)
-                    manifest.finish_run("failed", error=message)
+                    manifest.finish_run("failed", error=f"{message}\n({short_of})" if short_of else message)
                     if output.exists() and unsaved is None:
                         manifest.add_outputs(output)
                 except OSError as unwritable:  # (the run directory made read-only partway, or its disk full)
@@ -296,7 +297,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
             print(f"repro run: {name} done -> {output}")
         # the hub commits as the run read them: a first run downloads what was not in the cache when it started
         manifest.update(fingerprint={**fingerprint, "hub commits": hub_commits(values)})
-        manifest.finish_run("complete")
+        manifest.finish_run(*(("failed", short_of) if short_of else ("complete",)))
     except KeyboardInterrupt as stop:
         say(record_interruption(manifest, upcoming, started=False, how=cause(stop)))
         return EXIT_INTERRUPTED
