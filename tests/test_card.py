@@ -2035,17 +2035,30 @@ def test_publish_with_a_refused_token_fails_before_uploading(publishable, hub_ca
 
 
 def test_publish_checks_the_token_then_uploads_the_folder(publishable, hub_switched_on, monkeypatch, capsys):
-    """The upload path, with the hub replaced by a recorder: whoami first, then the repo, then the folder."""
+    """The upload path, with the hub replaced by a recorder (the client itself, as a notebook's or a mirror's set-up
+    replaces it after repro is imported): whoami first, then the repo, then the folder."""
     import huggingface_hub
 
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_fake")
     calls = []
-    monkeypatch.setattr(huggingface_hub.HfApi, "whoami", lambda self: calls.append(("whoami",)) or {"name": "me"})
-    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo",
-                        lambda self, repo_id, **k: calls.append(("create_repo", repo_id, k["repo_type"])) or
-                        huggingface_hub.RepoUrl(f"https://huggingface.co/datasets/{repo_id}"))
-    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", lambda self, **k: calls.append(("upload_folder", k)))
+
+    class Hub:
+        def __init__(self, token=None):
+            calls.append(("token", token))
+
+        def whoami(self):
+            return calls.append(("whoami",)) or {"name": "me"}
+
+        def create_repo(self, repo_id, **k):
+            calls.append(("create_repo", repo_id, k["repo_type"]))
+            return huggingface_hub.RepoUrl(f"https://huggingface.co/datasets/{repo_id}")
+
+        def upload_folder(self, **k):
+            calls.append(("upload_folder", k))
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", Hub)
     assert repro_card.publish(publishable) == "https://huggingface.co/datasets/me/pairs"
+    assert calls.pop(0) == ("token", "hf_fake")
     assert [c[0] for c in calls] == ["whoami", "create_repo", "upload_folder"]
     assert calls[1][1:] == ("me/pairs", "dataset")
     upload = calls[2][1]

@@ -21,8 +21,8 @@ from datasets import Features
 from datasets.info import DatasetInfo, DatasetInfosDict
 from datasets.splits import SplitDict, SplitInfo
 from datasets.utils.metadata import MetadataConfigs
-import huggingface_hub  # (its token read at the upload: what a test or a notebook's login replaces)
-from huggingface_hub import DatasetCard, DatasetCardData, HfApi
+import huggingface_hub  # (its client and token read at the upload: what a test, a mirror's set-up or a login replaces)
+from huggingface_hub import DatasetCard, DatasetCardData
 
 from ..analysis import p_value
 from ..dataset_io import split_files
@@ -288,7 +288,7 @@ def publish(params: "CardParams") -> str | None:
     with manifest.notebook(params.model_dump(), "03_card"), manifest.stage("publish", resumable=False) as info:
         if why := publish_blocker():
             raise PublishError(f"push_to_hub is true but {why}, or set push_to_hub: false. Nothing was uploaded.")
-        api = HfApi(token=huggingface_hub.get_token())
+        api = huggingface_hub.HfApi(token=huggingface_hub.get_token())
         try:
             user = api.whoami()  # checks token and network before anything is created or uploaded
         except Exception as exc:  # the hub raises many types (HTTP, connection, offline); the user needs one message

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, get_args
 
-from huggingface_hub import hf_hub_download
+import huggingface_hub  # (its download looked up at each use: what a test or a mirror's set-up replaces)
 
 from ..errors import ModelLoadError, ParameterError, ReproError
 from ..parameters import ScorerKind, ScorerOptions, check_value
@@ -44,7 +44,7 @@ def kind_of_config(config: dict[str, Any]) -> str | None:
 def _hub_config(spec: str) -> dict[str, Any] | None:
     """A hub checkpoint's config.json, from the hub cache (or the hub, when online); None where neither gives it."""
     try:
-        return read_config(Path(hf_hub_download(spec, "config.json")).parent)
+        return read_config(Path(huggingface_hub.hf_hub_download(spec, "config.json")).parent)
     except Exception:  # offline and not cached, no such repo, unreadable: the caller says what to do
         return None
 

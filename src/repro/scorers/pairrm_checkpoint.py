@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from huggingface_hub import constants, snapshot_download
+import huggingface_hub  # (its download looked up at each use: what a test or a mirror's set-up replaces)
+from huggingface_hub import constants
 from safetensors.torch import load_file
 
 from ..errors import ModelLoadError, ParameterError
@@ -42,7 +43,7 @@ def _from_hub(repo_id: str) -> Path:
     reasons = []
     for weights in WEIGHT_FILES:
         try:
-            folder = Path(snapshot_download(repo_id, allow_patterns=["*.json", "spm.model", weights]))
+            folder = Path(huggingface_hub.snapshot_download(repo_id, allow_patterns=["*.json", "spm.model", weights]))
         except Exception as exc:  # offline, not cached, no such repo, network: all end the same way here
             reasons.append(f"{type(exc).__name__}: {str(exc).splitlines()[0].rstrip('.') if str(exc) else ''}")
             break
