@@ -6,6 +6,7 @@ import datasets
 import pytest
 
 from repro import parameters
+from repro.cli import main
 from repro.dataset_io import split_files, write_split
 from repro.errors import ParameterError
 from repro.family import parse_grid_args
@@ -543,3 +544,34 @@ def test_keys_that_act_only_under_another_value_are_named_as_unused(tmp_path, ca
     assert capsys.readouterr().err == (
         f"repro run: {f}: selection_seed (acts only with selection: best_random or random_pair) is set but not used: "
         f"set the value named beside it, or remove it.\n")
+
+
+def test_a_key_that_acts_in_some_member_of_a_family_is_not_named_as_unused(tmp_path, capsys):
+    """`repro run demo.yaml --grid selection=best_worst,best_worst_length_penalised --set length_penalty=0.5` said
+    length_penalty "is set but not used" (only a family: key was taken for a family, not --grid), and following the
+    advice ran the penalised member with length_penalty 0. A key is named where it acts in no member: in the family's
+    command and in each member's own (--member, as --jobs starts them), a key another member uses not named there."""
+    demo, generate = ROOT / "params" / "demo.yaml", ROOT / "params" / "demo_generate.yaml"
+    rules = ["--grid", "selection=best_worst,best_worst_length_penalised"]
+    for i, (params, command) in enumerate([
+            (demo, [*rules, "--set", "length_penalty=0.5"]),
+            (demo, [*rules, "--set", "length_penalty=0.5", "--member", "0"]),
+            (demo, [*rules, "--set", "length_penalty=0.5", "--member", "1"]),
+            (demo, ["--grid", "scorer_prompt=raw,chat_template", "--set", "scorer_prompt_tokenizer=x/y"]),
+            (generate, ["--grid", "generation_backend=transformers,vllm", "--set", "vllm_requests=per_prompt"]),
+            (demo, ["--grid", "generate=false,true", "--set", "temperature=0.9", "--set",
+                    "policy_model=builtin:tiny-policy", "--set", "candidate_columns=[resp0, resp1]"]),
+            # 05_family reads it, as a family's folder runs it
+            (demo, ["--grid", "mini_index=0,1", "--set", "mini_count=2", "--set", "notebooks=[01_construct]",
+                    "--set", "bootstrap_resamples=200"])]):
+        main(["run", str(params), *command, "--out", str(tmp_path / str(i)), "--check"])
+        assert "set but not used" not in capsys.readouterr().err, command
+    # a key no member uses is named, by the family's command and each member's, a grid in the file or from --grid
+    (tmp_path / "fam.yaml").write_text(f"include: {demo}\nfamily: {{grid: {{selection: [best_worst, "
+                                       f"best_worst_length_penalised]}}}}\nlength_penalty: 0.5\nselection_seed: 3\n")
+    for i, (params, command) in enumerate([(demo, [*rules, "--set", "length_penalty=0.5", "--set", "selection_seed=3"]),
+                                           (tmp_path / "fam.yaml", []), (tmp_path / "fam.yaml", ["--member", "1"])]):
+        main(["run", str(params), *command, "--out", str(tmp_path / f"named{i}"), "--check"])
+        assert [line for line in capsys.readouterr().err.splitlines() if "set but not used" in line] == [
+            f"repro run: {params}: selection_seed (acts only with selection: best_random or random_pair"
+            f"{'; from --set' * (params == demo)}) is set but not used: set the value named beside it, or remove it."]

@@ -588,11 +588,12 @@ ACTS_ONLY_WITH = {"length_penalty": ("selection", ("best_worst_length_penalised"
                   "vllm_requests": ("generation_backend", ("vllm",))}
 
 
-def idle_parameters(resolved: Mapping[str, Any]) -> dict[str, str]:
-    """{parameter: the value it acts only with} of each that the values `resolved` (every section's) leave idle."""
+def idle_parameters(*runs: Mapping[str, Any]) -> dict[str, str]:
+    """{parameter: the value it acts only with} of each that the values of every one of `runs` (each every section's:
+    a run's, or each member's of a family) leave idle."""
     idle = {key: f"{other}: {' or '.join(json.dumps(v) if isinstance(v, bool) else v for v in values)}"
-            for key, (other, values) in ACTS_ONLY_WITH.items() if resolved[other] not in values}
-    return {**idle, **dict.fromkeys(unused_generation(resolved) - set(_Params.model_fields), "generate: true")}
+            for key, (other, values) in ACTS_ONLY_WITH.items() if all(run[other] not in values for run in runs)}
+    return {**idle, **dict.fromkeys(unused_generation(*runs) - set(_Params.model_fields), "generate: true")}
 
 
 def all_fields() -> set[str]:
@@ -962,8 +963,11 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = (), keys: dict[str, s
     return merged, values
 
 
-def load_params_file(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
-    """A params YAML file (with its `include:` files) and `--set` overrides, every key validated; the merged dict."""
+def load_params_file(path: str | Path, overrides: list[str] | None = None, grid: bool = False,
+                     family_keys: dict[str, bool] | None = None) -> dict[str, Any]:
+    """A params YAML file (with its `include:` files) and `--set` overrides, every key validated; the merged dict.
+    Of a family's (a `family:` key, or `grid`: --grid is given), the keys given that act only with another's value
+    go into `family_keys` (key -> from --set), for say_idle once its members are planned."""
     path = find_params(path)  # a folder or a missing file: the error `repro run` gives
     keys: dict[str, str] = {}  # every key given, where: the unknown ones of the files and --set refused at once
     included, own = read_params_yaml(path, keys=keys)
@@ -988,16 +992,27 @@ def load_params_file(path: str | Path, overrides: list[str] | None = None) -> di
     sections = validate_all(values, where=str(path), set_keys=typed)
     # said, not refused: a mistake (a notebook left out, a rule not chosen) or a key kept for another run (a shared
     # base's are not named); a family's members may set what its keys act with
-    used = notebook_fields(*nbs, *[FAMILY_NOTEBOOK] * ("family" in values)) | RUN_KEYS
+    family = grid or "family" in values
+    used = notebook_fields(*nbs, *[FAMILY_NOTEBOOK] * family) | RUN_KEYS
     given = {**own, **set_values}
     _say_unused(path, {key: f"read by {' and '.join(nb for nb in NOTEBOOK_SECTIONS if key in notebook_fields(nb))}"
                        for key in given if key not in used}, set_values,
                 f"the run's notebooks are {', '.join(nbs)} (add the one that reads {{them}} to notebooks, or remove "
                 "{them})")
-    idle = {} if "family" in values else idle_parameters({k: v for p in sections.values() for k, v in p})
-    _say_unused(path, {key: f"acts only with {idle[key]}" for key in given if key in used and key in idle},
-                set_values, "set the value named beside {them}, or remove {them}")
+    given = {key: key in set_values for key in given if key in used}
+    if not family:
+        say_idle(path, given, {k: v for p in sections.values() for k, v in p})
+    elif family_keys is not None:
+        family_keys.update(given)
     return values
+
+
+def say_idle(path: Path, given: Mapping[str, bool], *runs: Mapping[str, Any]) -> None:
+    """One line on stderr naming the keys `given` (key -> from --set) that act in none of `runs` (each every
+    section's values: a run's, or each member's of a family: a key one member uses is set for it)."""
+    idle = idle_parameters(*runs)
+    _say_unused(path, {key: f"acts only with {idle[key]}" for key in given if key in idle},
+                [key for key in given if given[key]], "set the value named beside {them}, or remove {them}")
 
 
 def _say_unused(path: Path, why: dict[str, str], set_values: Collection[str], fix: str) -> None:

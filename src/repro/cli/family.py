@@ -19,7 +19,7 @@ from ..cache import check_format
 from ..errors import EXIT_BUSY, ParameterError, counted
 from ..family import Family, Member, grid_keys, is_done, parse_grid_args, plan_family, why_run_again
 from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, parse_set, resolve_parameters,
-                          validate_all)
+                          say_idle, validate_all)
 from ..jobs import fingerprint_of
 from ..manifest import Manifest, ended as run_ended, now, stopped_by
 from ..paths import FAMILY_LOGS, RunDir, absolute_caches, find_params, wait_advice, write_problem
@@ -378,7 +378,8 @@ def main(args: argparse.Namespace) -> int:
     params_file = find_params(args.params)
     if args.kernel != KERNEL_NAME:  # a --kernel of no kernel or of another environment: refused before any work
         check_kernel(args.kernel)
-    values = load_params_file(params_file, args.overrides)
+    family_keys: dict[str, bool] = {}  # (named once the members are planned, as acting in none of them)
+    values = load_params_file(params_file, args.overrides, grid=bool(args.grid), family_keys=family_keys)
     grid_args = parse_grid_args(args.grid)
     sets = set(parse_set(args.overrides or []))
     if both := sorted(set(grid_args) & sets):  # the grid's value would win unsaid
@@ -401,6 +402,7 @@ def main(args: argparse.Namespace) -> int:
     family = plan_family(values, default_name=values.get("run_name") or params_file.stem, grid_args=grid_args,
                          out=args.out or (values["run_dir"] if "run_dir" in sets else None), where=str(params_file),
                          given_as=folder_given_as(args, values))
+    say_idle(params_file, family_keys, *(member.resolved for member in family.members))
     check_run_root(family.root, family.given_as, default=not (args.out or values.get("run_dir")))
     members = [family.member(args.member)] if args.member else family.members
     if (code := prepare(args, params_file, family, members)) is not None:
