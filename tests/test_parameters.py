@@ -518,8 +518,10 @@ def test_a_blank_dataset_parameter_is_unset_as_null_is(tmp_path, capsys):
     keys = ("dataset", "card_dataset", "candidate", "reference", "compare_source")
     values = parameters.resolve_parameters(load_params_file(ROOT / "params" / "demo.yaml", [f"{k}=''" for k in keys]))
     assert {k: values[k] for k in keys} == dict.fromkeys(keys)
+    values = parameters.resolve_parameters(load_params_file(ROOT / "params" / "demo.yaml", [f"{k}=' '" for k in keys]))
+    assert {k: values[k] for k in keys} == dict.fromkeys(keys)  # (only blanks: not a folder named ' ')
     for section, key in (("analyze", "dataset"), ("card", "card_dataset"), ("compare", "candidate")):
-        p = validate_namespace(section, {key: "", "run_name": "mine"})  # (papermill's -p KEY "")
+        p = validate_namespace(section, {key: "  ", "run_name": "mine"})  # (papermill's -p KEY "  ")
         assert getattr(p, key) is None and p.run_root == build(type(p), {"run_name": "mine"}).run_root
     with pytest.raises(ParameterError, match=r"source: must not be empty"):  # (no null to mean: still refused)
         build(ConstructParams, {"source": ""})

@@ -49,7 +49,7 @@ TokenLimit = Annotated[Integer, Field(ge=3)]  # [CLS], the prefix token and [SEP
 UserPath = Annotated[str, AfterValidator(resolve_user_path)]  # a path, or "demo", "builtin:*", a hub id
 LocalPath = Annotated[str, AfterValidator(lambda v: resolve_user_path(v, may_be_id=False))]
 # a dataset left blank (papermill's -p dataset "", a field cleared) is not given, as null (02-04: this run's own)
-Blank = BeforeValidator(lambda v: None if v == "" else v)
+Blank = BeforeValidator(lambda v: None if isinstance(v, str) and not v.strip() else v)  # ("", "  ": unset)
 DatasetPath = Annotated[UserPath | None, Blank]
 # the built-in random stand-ins (repro.scorers builds them offline; what they output is noise): name -> what is built
 BUILTIN_SCORERS = {"builtin:tiny-pairrm": "pairrm", "builtin:tiny-reward-llama": "llama",
