@@ -1916,6 +1916,68 @@ def test_a_family_whose_members_do_not_all_complete_is_not_recorded_complete_and
     assert (record["status"], record["error"]) == ("complete", None)
 
 
+@pytest.mark.parametrize("stop", ["killed", "failed", "interrupted"])
+def test_05_family_alone_over_a_failed_family_never_records_it_complete(tmp_path, monkeypatch, capsys,
+                                                                        stubbed_notebooks, stop):
+    # a family with a failed member, then 05_family alone (papermill) killed mid-cell: its record stayed `running`,
+    # driver papermill, and 05_family alone again recorded the family `complete` (1 of 2 members complete), --check
+    # said nothing of it, and a view of other values made the family command refuse the folder. A view alone that
+    # failed or was interrupted wrote its own error, driver and `started` over the family's.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(family_cli, "now", lambda: "2000-01-01T00:00:00+00:00")  # (the family's start)
+    root, mended = tmp_path / "f", []
+
+    def execute(src, out, **kw):
+        if Path(out).parents[1].name == "mini_index-0" and not mended:
+            raise RuntimeError("a member's cell failed")
+        Path(out).write_text("{}")
+
+    monkeypatch.setattr("papermill.execute_notebook", execute)
+    grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
+    assert main(grid) == 1
+    record, params = Manifest(RunDir(root)), FamilyViewParams(run_dir=str(root), bootstrap_resamples=100)
+    family, short = record.read(), "not every member is complete: mini_index-0 failed"
+    assert (family["status"], family["error"], family["started"]) == ("failed", short, "2000-01-01T00:00:00+00:00")
+    fields = ("status", "driver", "started", "finished", "error")
+    if stop == "killed":  # its kernel killed mid-cell (kill -9, an OOM kill, a restart): its record as it leaves it
+        record.ensure_started(params.model_dump(), "05_family")
+        assert (record.read()["status"], record.read()["driver"], record.last_run()) == \
+            ("running", "papermill", "stopped without finishing (killed?)")
+    else:
+        with monkeypatch.context() as patched:
+            why = {"failed": RuntimeError("a cell failed"), "interrupted": KeyboardInterrupt()}[stop]
+            patched.setattr(family_view_module, "member_summary", lambda *a: (_ for _ in ()).throw(why))
+            with pytest.raises(type(why)):
+                family_view(params)
+        after = record.read()  # its own end recorded as its notebook's; the family's record is the family's
+        assert {k: after.get(k) for k in fields} == {k: family.get(k) for k in fields}
+        assert after["notebooks"]["05_family"]["status"] == stop and not RunDir(root).held()
+    seen, summary = [], family_view_module.member_summary
+
+    def summarize(*args):  # what the family's record says while the view is made (a kill then leaves it so)
+        seen.append(record.read())
+        return summary(*args)
+
+    monkeypatch.setattr(family_view_module, "member_summary", summarize)
+    view = family_view(params)
+    assert view.summary["complete"] == 1 and record.read()["notebooks"]["05_family"]["status"] == "done"
+    after = record.read()  # failed, naming the member, while the view ran (a kill then leaves it so) and after
+    assert [(r["status"], r["error"]) for r in (seen[0], after)] == [("failed", short)] * 2
+    assert record.last_run() == "failed"
+    if stop != "killed":  # (a killed view's record had lost them) the family's own start and driver
+        assert {k: after.get(k) for k in fields} == {k: seen[0].get(k) for k in fields} == {k: family.get(k)
+                                                                                             for k in fields}
+    family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=200))  # alone, of other values
+    assert (record.read()["status"], record.read()["error"]) == ("failed", short)
+    capsys.readouterr()
+    assert main([*grid, "--check"]) == 0  # continued without --force
+    assert (f"ok       family folder: {root} (continues the family there; its last run failed: the same command "
+            f"without --check continues it)") in capsys.readouterr().out
+    mended.append(True)
+    assert main(grid) == 0 and record.read()["status"] == "complete"
+    assert record.read()["parameters"]["bootstrap_resamples"] == 1000
+
+
 def test_05_family_alone_that_fails_reading_a_member_records_it_and_gives_the_folder_back(tmp_path):
     # a member's parquet damaged: 05_family alone raised, its record said nothing of the failure (`running`, or the
     # last view's `done`) and its kernel kept the family folder ("being written by a notebook's kernel (pid ...)")

@@ -308,3 +308,10 @@ def why_run_again(member: Member) -> str:
 
 def is_done(member: Member) -> bool:
     return not why_run_again(member)
+
+
+def short_of(unfinished: dict[str, list[str]]) -> str:
+    """A family's error where not every member is complete (`unfinished`: {what they are: their names}); "" if all
+    are."""
+    said = "; ".join(f"{', '.join(names)} {what}" for what, names in unfinished.items() if names)
+    return said and f"not every member is complete: {said}"

@@ -18,8 +18,9 @@ from matplotlib.figure import Figure
 
 from ..dataset_io import SCORE_COLUMNS
 from ..errors import DataError, counted, did_you_mean
+from ..family import short_of
 from ..jobs import atomic_write_json
-from ..manifest import Manifest
+from ..manifest import LAST_RUN, Manifest, now
 from ..parameters import FamilyViewParams
 from ..exporters import seed_view
 from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir, project_root
@@ -146,6 +147,11 @@ def _agreement(metrics: dict[str, Any]) -> dict[str, float | None]:
             for pair in block.get("pairs", []) for a, b in [pair["scorers"]] if primary in (a, b)}
 
 
+def member_status(run: RunDir, data: dict[str, Any]) -> str | None:
+    """A member's status; a `running` one whose process was killed said so, as for a run alone (`Manifest.last_run`)."""
+    return (data.get("status") == "running" and Manifest(run).last_run()) or data.get("status")
+
+
 def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int) -> tuple[dict[str, Any], np.ndarray]:
     """One member's row of the table, and its margins (empty when it has no dataset yet)."""
     family = data["family"]
@@ -155,8 +161,7 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
     ci = bootstrap_intervals({"margin": margin}, resamples, seed)["margin"]["mean_ci95"] if margin.size else None
     counts, scorer = data.get("counts", {}), data.get("scorer") or {}
     return clean({
-        "member": family["member"],  # a `running` one whose process was killed: said so, as for a run alone
-        "status": (data.get("status") == "running" and Manifest(run).last_run()) or data.get("status"),
+        "member": family["member"], "status": member_status(run, data),
         "grid": family.get("grid", {}),
         "scorer": {"model": scorer.get("model"), "stand_in": bool(scorer.get("stand_in"))},
         "rows": int(margin.size) if data.get("status") == "complete" else None,
@@ -260,8 +265,17 @@ def family_view(params: FamilyViewParams) -> FamilyView:
     found = find_members(root)  # (a folder that is no family's: refused first, nothing made)
     family = Manifest(root)  # the family folder's own record
     hold(family.run)  # (a family's `repro run` writing it: refused; its own view comes when its members are done)
-    ran = family.read()  # (its status is its `repro run`'s: complete only once every member is)
+    ran, unfinished = family.read(), {}  # (its status is its `repro run`'s: complete only once every member is)
+    for run, data in found:
+        if (status := member_status(run, data)) != "complete":
+            unfinished.setdefault(status, []).append(data["family"]["member"])
     with family.notebook(params.model_dump(), "05_family"):  # (a member unreadable: the view failed, recorded)
+        if unfinished:  # alone, its notebook runs; the family's record stays the family's (this one's kill or failure
+            # is not the family's): its `repro run`'s stop as it left it, else failed, naming them (never complete)
+            kept = {k: ran.get(k) for k in ("status", "driver", "started", "finished", "error")}
+            if not (ran.get("driver") == "repro run" and ran.get("status") in LAST_RUN):
+                kept.update(status="failed", error=short_of(unfinished), finished=ran.get("finished") or now())
+            family.update(**kept)
         summaries = [member_summary(run, data, params.bootstrap_resamples, params.bootstrap_seed)
                      for run, data in found]
         members, margins = [row for row, _ in summaries], {row["member"]: margin for row, margin in summaries}
@@ -280,8 +294,6 @@ def family_view(params: FamilyViewParams) -> FamilyView:
         atomic_write_json(root / FAMILY_JSON, summary, indent=2, allow_nan=False)
         family.update(view=[m["member"] for m in members])  # (the plan may change since: `members` is the plan's)
         family.add_outputs(root / FAMILY_JSON, *(f[k] for f in figures.values() for k in ("png", "svg")))
-        if summary["complete"] < len(members):  # alone, its notebook is done; the family stays as its run left it
-            family.update(**{k: ran.get(k) for k in ("status", "driver", "started", "finished", "error")})
     return FamilyView(summary=summary, table=table_of(members), margins=margins, figures=figures)
 
 

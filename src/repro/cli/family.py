@@ -17,7 +17,7 @@ from typing import Any
 
 from ..cache import check_format
 from ..errors import EXIT_BUSY, ParameterError, counted
-from ..family import Family, Member, grid_keys, is_done, parse_grid_args, plan_family, why_run_again
+from ..family import Family, Member, grid_keys, is_done, parse_grid_args, plan_family, short_of, why_run_again
 from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, parse_set, resolve_parameters,
                           say_idle, validate_all)
 from ..jobs import fingerprint_of
@@ -278,7 +278,7 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     planned, fingerprint, record = family.plan, run_fingerprint(view), Manifest(family.root)
     # the family's record says it runs until its view is written (the view on disk: `view` names its members)
     seen, held = record.read(), not record.unheld(fingerprint, parameters=view)
-    record.update(status="running", started=(started := now()), finished=None, error=None)
+    record.update(status="running", driver="repro run", started=(started := now()), finished=None, error=None)
     stopped = False  # (the command itself: with --jobs, its members may all have ended before they saw it)
     try:
         if (jobs := args.jobs or family.jobs) == 1:  # Ctrl-C in a member stops the family there
@@ -310,7 +310,7 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     state = fingerprint_of([(d.get("fingerprint"), d.get("outputs")) for d in (Manifest(m.run_dir).read()
                                                                                  for m in family.members)])
     if set(statuses) == {"reused"} and (seen.get("members"), seen.get("members_state")) == (planned, state) and held:
-        record.update(**{k: seen.get(k) for k in ("status", "started", "finished")})  # as it was: nothing ran
+        record.update(**{k: seen.get(k) for k in ("status", "driver", "started", "finished")})  # as it was: nothing ran
         print(f"repro run: family {family.name}: nothing to do: every member and the family view are complete, of "
               f"these parameters, {read_parts(*(m.fingerprint for m in family.members))}code and packages -> "
               f"{family.root}")
@@ -318,13 +318,12 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     busy = [m.name for m, s in zip(family.members, statuses) if s == BUSY]
     refused = [m.name for m, s in zip(family.members, statuses) if s == REFUSED]
     its, by = "its" if len(refused) == 1 else "their", "another command" if len(busy) == 1 else "other commands"
-    unfinished = "; ".join(f"{', '.join(names)} {what}" for names, what in (
-        (failed, "failed"), (refused, f"refused at {its} turn"), (busy, f"being run by {by}")) if names)
+    unfinished = short_of({"failed": failed, f"refused at {its} turn": refused, f"being run by {by}": busy})
     # the view made of the members as they are, its notebook done: the family complete only once every member is
     # (busy: `failed` too, its error saying so: it ended short, at no signal; the same command continues it)
     code = run_notebooks(view, family.root, kernel=args.kernel, log_output=args.log_output, last_line=False,
                          record={"members": planned, "members_state": state, "started": started},  # (not the view's)
-                         fingerprint=fingerprint, short_of=unfinished and f"not every member is complete: {unfinished}")
+                         fingerprint=fingerprint, short_of=unfinished)
     if code == EXIT_INTERRUPTED:  # (its line said so: not a summary that reads as done)
         return code
     print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "
