@@ -1033,6 +1033,21 @@ def test_generation_settings_are_listed_when_the_run_generated():
     assert "temperature" not in repro_card.shaping_parameters(repro_card.effective_parameters({"generate": False}))
 
 
+def test_a_value_idle_by_the_runs_own_values_is_not_one_that_shaped_the_data(demo_run_copy):
+    # a run given `--set length_penalty=0.5` (its selection best_worst) listed `length_penalty` 0.5 among the
+    # parameters that shaped the data, and its rebuild command carried `--set length_penalty=0.5` (said not used)
+    shown = shaping_parameters(repro_card.effective_parameters({"length_penalty": 0.5, "selection_seed": 3}))
+    assert not shown.keys() & {"length_penalty", "selection_seed"} and shown["selection"] == "best_worst"
+    assert shaping_parameters(repro_card.effective_parameters(
+        {"length_penalty": 0.5, "selection": "best_worst_length_penalised"}))["length_penalty"] == 0.5
+    with Manifest(RunDir(demo_run_copy)).edit() as data:
+        data["parameters"].update(length_penalty=0.5, selection_seed=3)  # (recorded as given)
+    en, zh = halves(card_for(demo_run_copy)[1])
+    assert code_blocks(en, "bash") == code_blocks(zh, "bash") == [
+        "repro run params/demo.yaml --out runs/rebuild --set cache=false --set batch_tokens=2048 --set chunk_size=16"]
+    assert "length_penalty" not in en + zh and "selection_seed" not in en + zh
+
+
 def test_a_selm_run_is_described_as_it_was_made(tmp_path):
     # SELM: one greedy reference generated, the pair ranked by a stand-in, no score columns, no 02_analyze. Its card
     # said "0 [candidates] per prompt ... at most 1024 new tokens", that score_chosen and score_rejected (absent)

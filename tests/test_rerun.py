@@ -467,6 +467,43 @@ def test_generation_values_are_compared_only_where_a_run_generates(tmp_path, cap
     assert run_fingerprint({**made, "generate": True}) != run_fingerprint(generating)
 
 
+def test_a_key_idle_in_both_runs_is_no_difference_between_them(tmp_path, capsys, stubbed_notebooks):
+    # `--set length_penalty=0.5` said it "is set but not used: ... remove it"; removed, the same command was REFUSED
+    # for `length_penalty (0.5 there, 0.0 now)`, its advice (`--set length_penalty=0.5`) giving the first line again:
+    # only --force (every notebook again) got out, for a value that shaped nothing
+    out = tmp_path / "lpnew"
+    again = ["run", "demo", "--out", str(out), "--set", "limit=6"]
+    assert main([*again, "--set", "length_penalty=0.5", "--set", "selection_seed=3"]) == 0
+    assert "length_penalty (acts only with selection: best_worst_length_penalised" in capsys.readouterr().err
+    manifest = Manifest(RunDir(out))
+    (out / "metrics.json").write_text("{}")  # (a run that made more than its notebooks: other values are refused)
+    manifest.add_outputs(out / "metrics.json")
+    made = manifest.read()
+    assert made["status"] == "complete"
+    assert made["parameters"]["length_penalty"] == 0.5 and made["parameters"]["selection_seed"] == 3  # as given
+    # the record is as today's repro writes it: the fingerprint hashes the idle values (a run made is not made to
+    # run again by an upgrade: the values are compared instead)
+    plain = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml", ["limit=6"]), "run_dir": str(out)})
+    assert run_fingerprint(plain)["parameters"] != made["fingerprint"]["parameters"]
+    for check in ([], ["--check"]):
+        assert main([*again[:1], *check, *again[1:]]) == 0 and len(stubbed_notebooks) == 3
+        assert "nothing to do" in capsys.readouterr().out
+    # where it acts in one of them, it differs: the advice gives the recorded run back whole
+    assert main([*again, "--set", "selection=best_worst_length_penalised"]) == 2
+    assert ("other parameters: length_penalty (0.5 there, 0.0 now), selection ('best_worst' there, "
+            "'best_worst_length_penalised' now). Give another --out for this run, continue that one with its values "
+            "(`--set length_penalty=0.5 --set selection=best_worst`)") in capsys.readouterr().err
+    # a blank dataset an older repro recorded is null now: not `other dataset ('' there, null now)`
+    with manifest.edit() as data:
+        data["parameters"]["dataset"] = ""
+        data["fingerprint"] = run_fingerprint({**plain, "length_penalty": 0.5, "selection_seed": 3, "dataset": ""})
+    assert changed_parameters(RunDir(out), plain) == {}
+    assert main([*again[:1], "--check", *again[1:]]) == 0 and "nothing to do" in capsys.readouterr().out
+    assert main([*again[:1], "--check", *again[1:], "--set", "bootstrap_resamples=300"]) == 1
+    said = capsys.readouterr().out
+    assert "other parameters: bootstrap_resamples (1000 there, 300 now). Give" in said  # (not dataset)
+
+
 def test_a_notebook_alone_refuses_a_run_directory_a_repro_run_is_writing(previous_run, monkeypatch):
     # JupyterLab beside a long `repro run` into the same folder: both wrote the manifest and the dataset
     import subprocess

@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 from . import __version__
 from .errors import DataError, Interrupted, ParameterError, listed, notice
 from .jobs import atomic_write_json, json_default, safe_chunks
-from .parameters import RUN_KEYS, notebook_fields, unused_generation
+from .parameters import RUN_KEYS, differing, notebook_fields, unused_generation
 from .paths import (LOCK_NAME, SELFCHECK_JSON, STAND_IN_MARKER, RunDir, checkout_root, project_root, rebased,
                     record_project, resolve_user_path, shipped)
 
@@ -390,8 +390,8 @@ class Manifest:
         # ("": one of the runs reads none of the part; a part not recorded: an older repro's record, unknown)
         if changed := [part for part, digest in fingerprint.items()
                        if recorded.get(part, digest) != digest and "" not in (digest, recorded[part]) and not (
-                           part == "parameters" and not data.get("project") and parameters is not None
-                           and not self.changed_parameters(parameters, parameters["notebooks"]))]:
+                           part == "parameters" and parameters is not None and (self.alike(data, parameters) or not
+                           data.get("project") and not self.changed_parameters(parameters, parameters["notebooks"])))]:
             changed = [f"{part} ({', '.join(k for k in now if now[k] != was.get(k))})"  # (which hub ids: by name)
                        if isinstance(now := fingerprint[part], dict) and isinstance(was := recorded.get(part), dict)
                        else part for part in changed]
@@ -414,7 +414,7 @@ class Manifest:
     def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str],
                            ignore: Collection[str] = NOT_SHAPING) -> dict[str, tuple[Any, Any]]:
         """{name: (recorded, new)} of each differing parameter, not in `ignore`, of `notebooks` the recorded run ran too
-        (a failed one binds nothing, but 01_construct's finished work does); generation's only where one generates."""
+        (a failed one binds nothing, but 01_construct's finished work does); where it acts in either (`differing`)."""
         data = self.read()
         done = {name: entry for name, entry in (data.get("notebooks") or {}).items()
                 if entry.get("status") != "failed" or name == "01_construct"}
@@ -422,9 +422,15 @@ class Manifest:
         changed = {}
         for name in (name for name in notebooks if name in done):
             theirs = {**recorded, **self.recorded(data, done[name])}
-            changed.update({key: (theirs[key], new[key]) for key in notebook_fields(name) & set(theirs) & set(new)
-                            - set(ignore) - unused_generation(theirs, new) if theirs[key] != new[key]})
+            changed.update(differing(theirs, new, notebook_fields(name) & set(theirs) & set(new) - set(ignore)))
         return dict(sorted(changed.items()))
+
+    def alike(self, data: dict[str, Any], parameters: dict[str, Any]) -> bool:
+        """Whether the values of the record `data` that the run fingerprint hashes differ from `parameters`', but only
+        in values that `differing` finds alike (idle in both runs, a blank and null): the same run."""
+        recorded, new = self.recorded(data), as_recorded(parameters)
+        hashed = (notebook_fields(*parameters["notebooks"]) | RUN_KEYS) - NOT_SHAPING - unused_generation(recorded, new)
+        return any(recorded.get(k) != new.get(k) for k in hashed) and not differing(recorded, new, hashed)
 
     def project(self, data: dict[str, Any]) -> Path:
         """The project root the paths of the record `data` were taken from (`paths.record_project`)."""

@@ -564,6 +564,9 @@ DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
 FAMILY_NOTEBOOK = "05_family"  # a family's folder runs only this one (its members hold the runs)
 
 
+# the parameters a blank sets as null (`Blank`): a run that recorded one blank has them null
+BLANK_FIELDS = {name for schema in SCHEMAS.values() for name, field in schema.model_fields.items()
+                if Blank in field.metadata}
 # the parameters whose value is a mapping (known_recipe, scorer_options): a family's grid gives them its mappings whole
 MAPPING_FIELDS = {name for schema in SCHEMAS.values() for name, field in schema.model_fields.items()
                   if TypeAdapter(field.annotation).validator.isinstance_python({})}
@@ -592,8 +595,17 @@ def idle_parameters(*runs: Mapping[str, Any]) -> dict[str, str]:
     """{parameter: the value it acts only with} of each that the values of every one of `runs` (each every section's:
     a run's, or each member's of a family) leave idle."""
     idle = {key: f"{other}: {' or '.join(json.dumps(v) if isinstance(v, bool) else v for v in values)}"
-            for key, (other, values) in ACTS_ONLY_WITH.items() if all(run[other] not in values for run in runs)}
+            for key, (other, values) in ACTS_ONLY_WITH.items() if all(run.get(other) not in values for run in runs)}
     return {**idle, **dict.fromkeys(unused_generation(*runs) - set(_Params.model_fields), "generate: true")}
+
+
+def differing(a: Mapping[str, Any], b: Mapping[str, Any], keys: Iterable[str]) -> dict[str, tuple[Any, Any]]:
+    """{key: (a's value, b's)} of each of `keys` whose values differ where it acts: not one idle in both runs (it
+    shapes nothing in either: `idle_parameters`), nor a blank and null of one read as null (`Blank`)."""
+    def value(run: Mapping[str, Any], key: str) -> Any:
+        return Blank.func(run.get(key)) if key in BLANK_FIELDS else run.get(key)
+    idle = idle_parameters(a, b)
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(keys) - idle.keys()) if value(a, k) != value(b, k)}
 
 
 def all_fields() -> set[str]:

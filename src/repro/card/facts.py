@@ -24,8 +24,8 @@ from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import GIVEN_MARGIN, given_margins, holds_scores, refused_scores, refused_turns, trl_lacks
 from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, committed
-from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams, GenerationParams, read_params_yaml,
-                          resolve_parameters, set_option, unused_generation)
+from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams, GenerationParams, idle_parameters,
+                          read_params_yaml, resolve_parameters, set_option, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
                      reads_as_hub_id, shipped)
 from ..revisions import strings_in
@@ -801,8 +801,9 @@ def _fields(parameters: dict[str, Any]) -> dict[str, Any]:
 
 
 def shaping_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
-    """The parameters that shaped the dataset: construction ones, generation ones only when it generated."""
-    fields = _fields(parameters).keys() - NOT_SHAPING
+    """The parameters that shaped the dataset: construction ones, generation ones only when it generated, none its
+    values left idle (`idle_parameters`)."""
+    fields = _fields(parameters).keys() - NOT_SHAPING - idle_parameters(parameters).keys()
     return {k: public_value(v) for k, v in parameters.items() if k in fields}
 
 

@@ -16,7 +16,7 @@ from ..errors import Busy, DataError, counted, listed
 from ..family import Member
 from ..jobs import FINGERPRINT_FILE, digest_on_disk, finished_chunks, made_by, read_chunk
 from ..manifest import CITES_SELFCHECK, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest, as_recorded
-from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, set_option, unused_generation
+from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, differing, notebook_fields, set_option
 from ..paths import WRITING_ENV, RunDir, row_cache_dir, wait_advice
 from ..revisions import GENERATION_CODE, SCORING_CODE, hub_commit, local_content, python_digest
 from ..subject import subject_refusal
@@ -29,13 +29,13 @@ def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tup
 
 
 def unread_changes(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """{name: (recorded, new)} for each differing parameter that shapes the data and a notebook of this run reads
-    (`notebooks` too): `changed_parameters` compares only those of a notebook both runs execute."""
+    """{name: (recorded, new)} for each parameter differing where it acts (`differing`) that shapes the data and a
+    notebook of this run reads (`notebooks` too): `changed_parameters` compares only those of a notebook both runs
+    execute."""
     manifest, new = Manifest(run), as_recorded(parameters)
     recorded = manifest.recorded(manifest.read())  # (its paths in the project where it is now)
-    read = (notebook_fields(*parameters["notebooks"]) | RUN_KEYS) - unused_generation(recorded, new)
-    return {key: (recorded[key], new[key]) for key in sorted(recorded.keys() & new.keys() & read - NOT_SHAPING)
-            if recorded[key] != new[key]}
+    return differing(recorded, new, (notebook_fields(*parameters["notebooks"]) | RUN_KEYS) - NOT_SHAPING
+                     & recorded.keys() & new.keys())
 
 
 def runs_again(run: RunDir, notebooks: Sequence[str]) -> str:
