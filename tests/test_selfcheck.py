@@ -20,6 +20,7 @@ from repro import cli
 from repro.errors import ModelLoadError, ParameterError
 from repro.manifest import Manifest, find_selfcheck, selfcheck_summary
 from repro.paths import RunDir, default_run_dir
+from repro.cli.rerun import scoring_code
 from repro.cli.selfcheck import compare_choices, compare_scores, hub_status, run_selfcheck, weights_location
 from repro.sources import demo_path
 from repro.scorers.tiny import build_tiny_pairrm
@@ -352,6 +353,68 @@ def test_a_card_alone_compares_the_self_check_with_the_scorer_that_scored_the_ro
     manifest = Manifest(tmp_path).read()
     assert manifest["parameters"]["scorer_model"] == "builtin:tiny-pairrm"
     assert manifest["selfcheck"]["same_model_as_run"] is True
+
+
+def test_a_self_check_of_other_scoring_code_is_cited_as_such(tmp_path, sample_dir, offline_report, stubbed_notebooks,
+                                                             capsys):
+    """An upgrader: a self-check made by older scoring code (same repro version string, same model) was recorded
+    `same_versions_as_run`, `same_model_as_run` and cited as a plain PASS, though repro set aside that code's scoring
+    chunks as "made by other scoring code". The self-check records the code it tested, the score stage the code that
+    scored the rows (the scoring fingerprint's `code`), and the card and --check say where they differ."""
+    from repro.construct import stages
+    from repro.parameters import ConstructParams
+
+    run = tmp_path / "run"  # a real construction of 4 fixture rows (01_construct's stages, no notebook)
+    ctx = stages.begin(ConstructParams(run_dir=str(run), source=str(sample_dir / "train_prefs.jsonl"), limit=4,
+                                       candidate_columns=[], include_original_pair=True, device="cpu", dtype="fp32",
+                                       scorer_model="builtin:tiny-pairrm"))
+    ds = stages.slice_rows(ctx, stages.load(ctx))
+    cs = stages.candidates(ctx, ds)
+    stages.write(ctx, stages.build(ctx, ds, cs, stages.score(ctx, cs)))
+    work = json.loads(next((run / "work").rglob("fingerprint.json")).read_text())["fingerprint"]["work"]
+    manifest = Manifest(run)
+    assert manifest.read()["stages"]["score"]["code"] == work["code"]
+    assert offline_report.record["environment"]["scoring_code"] == work["code"]
+    report = json.loads((offline_report.folder / "selfcheck.json").read_text())
+    card = ["run", str(ROOT / "params" / "demo.yaml"), "--out", str(run), "--set", "notebooks=[03_card]",
+            "--set", f"selfcheck={tmp_path / 'check'}"]
+
+    def cited(code: str | None, scored: str | None = work["code"]) -> dict:
+        (tmp_path / "check").mkdir(exist_ok=True)
+        env = {k: v for k, v in report["environment"].items() if k != "scoring_code"}
+        (tmp_path / "check" / "selfcheck.json").write_text(json.dumps(  # (another file each: the card runs again)
+            {**report, "environment": env | ({"scoring_code": code} if code else {}), "case": [code, scored]}))
+        with manifest.edit() as data:
+            data["stages"]["score"]["code"] = scored
+        capsys.readouterr()
+        assert cli.main([card[0], "--check", *card[1:]]) == 0
+        said = [line for line in capsys.readouterr().out.splitlines() if "scoring code" in line]
+        assert cli.main(card) == 0
+        check = manifest.read()["selfcheck"]
+        facts = repro_card.CardFacts(run=RunDir(run), title="t", features=None, splits=[], built_here=True,
+                                     license="mit", language=["en"], selfcheck=check)
+        en, zh = (repro_card.render_section(facts, "selfcheck", lang) for lang in ("en", "zh"))
+        return {"same": check["same_code_as_run"], "said": said, "en": en, "zh": zh}
+
+    other = "It ran other scoring code than this run.", "自检时的评分代码与本次运行不同。"
+    unknown = "Whether it ran this run's scoring code is not recorded.", "未记录自检时的评分代码是否与本次运行相同。"
+    # a self-check of older code, cited by this run's card; a run scored by older code, its card made again after
+    # an upgrade (the code installed then is the self-check's: the run's is the one its manifest records)
+    for found in (cited("0123456789abcdef"), cited(work["code"], scored="0123456789abcdef")):
+        assert found["same"] is False and other[0] in found["en"] and other[1] in found["zh"]
+        assert found["said"] == [f"  NOTE     selfcheck: {tmp_path / 'check' / 'selfcheck.json'} ran other scoring "
+                                 f"code than this run (the card says so)"], found["said"]
+    # the same code: nothing said, as before
+    same = cited(work["code"])
+    assert same["same"] is True and same["said"] == []
+    assert "scoring code" not in same["en"] and "评分代码" not in same["zh"]
+    # a self-check of an older repro (no code recorded), or a run's record without one: not known, said so
+    for found in (cited(None), cited(work["code"], scored=None)):
+        assert found["same"] is None and unknown[0] in found["en"] and unknown[1] in found["zh"]
+        assert found["said"] == [f"  NOTE     selfcheck: {tmp_path / 'check' / 'selfcheck.json'}: whether it ran this "
+                                 f"run's scoring code is not recorded (the card says so)"], found["said"]
+    # a run that scores again: its code is the one installed (its record's is the last run's)
+    assert scoring_code(RunDir(run), ["01_construct", "03_card"]) == work["code"] != scoring_code(RunDir(run), [])
 
 
 def test_the_newest_self_check_in_the_run_directory_is_found(tmp_path, offline_report):

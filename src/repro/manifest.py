@@ -247,9 +247,11 @@ def _same_model(scorer: dict[str, Any] | None, checked: list[dict[str, Any]]) ->
     return True if scorer in checked else False if all(map(other, checked)) else None
 
 
-def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a manifest records of a self-check: verdict, device, versions and model (whether they are this run's: its
-    scorer's `model_identity`, `scorer`; None: not known), each check's status, the file's hash."""
+def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None, code: str | None = None
+                      ) -> dict[str, Any]:
+    """What a manifest records of a self-check: verdict, device, versions, model and scoring code (whether they are
+    this run's: its scorer's `model_identity`, `scorer`, and the digest of the code that scored its rows, `code`; None:
+    not known, an older repro's record), each check's status, the file's hash."""
     record = _read_selfcheck(Path(path))
     # (a report from before identities were kept: a built-in's name is its identity)
     checked = [m["identity"] if "identity" in m else {"name": m["spec"]} for m in (record.get("models") or {}).values()
@@ -263,6 +265,7 @@ def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None) ->
         "reference_model": settings.get("reference_model_label"), "rows": settings.get("rows"),
         "versions": versions, "same_versions_as_run": all(installed.get(k) == v for k, v in versions.items()),
         "same_model_as_run": _same_model(scorer, checked),
+        "same_code_as_run": env["scoring_code"] == code if code and env.get("scoring_code") else None,
         "checks": {c["name"]: c["status"] for c in record.get("checks", [])},
         "not_run": [c["name"] for c in record.get("checks", []) if c.get("status") == "not run"],
         "file": str(path), "sha256": sha256_file(path),
@@ -503,15 +506,15 @@ class Manifest:
         if alone:
             self.notebook_ended(notebook)
 
-    def record_selfcheck(self, given: str | Path | None = None, scorer: Callable[[], dict[str, Any]] | None = None
-                         ) -> dict[str, Any] | None:
-        """Record the self-check this run cites (`find_selfcheck`), beside its `scorer`'s identity (asked only where
-        one is cited), under `selfcheck`; none found: none recorded."""
+    def record_selfcheck(self, given: str | Path | None = None, scorer: Callable[[], dict[str, Any]] | None = None,
+                         code: Callable[[], str | None] | None = None) -> dict[str, Any] | None:
+        """Record the self-check this run cites (`find_selfcheck`), beside its `scorer`'s identity and scoring `code`
+        (asked only where one is cited), under `selfcheck`; none found: none recorded."""
         found = find_selfcheck(self.run.root, given)
         with self.edit() as data:
             data.pop("selfcheck", None)
             if found is not None:
-                data["selfcheck"] = selfcheck_summary(found, scorer and scorer())
+                data["selfcheck"] = selfcheck_summary(found, scorer and scorer(), code and code())
         return data.get("selfcheck")
 
     def notebook_status(self, notebook: str, status: str, **extra: Any) -> None:

@@ -15,7 +15,8 @@ from ..cache import RowCache
 from ..errors import Busy, DataError, counted, listed
 from ..family import Member
 from ..jobs import FINGERPRINT_FILE, digest_on_disk, finished_chunks, made_by, read_chunk
-from ..manifest import CITES_SELFCHECK, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest, as_recorded
+from ..manifest import (CITES_SELFCHECK, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest, as_recorded,
+                        find_selfcheck, selfcheck_summary)
 from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, differing, notebook_fields, set_option
 from ..paths import WRITING_ENV, RunDir, row_cache_dir, wait_advice
 from ..revisions import GENERATION_CODE, SCORING_CODE, hub_commit, local_content, python_digest
@@ -211,6 +212,23 @@ def source_changed(run: RunDir, parameters: dict[str, Any]) -> str:
 def rebuilds(notebooks: Sequence[str]) -> bool:
     """Whether these notebooks build the dataset again (then a replaced run's outputs all go first)."""
     return "01_construct" in notebooks
+
+
+def scoring_code(run: RunDir, notebooks: Sequence[str]) -> str | None:
+    """The digest of the code that scores the run's rows: this repro's where `notebooks` build them again, else the
+    one its score stage recorded (None: an older repro's record), not the code installed now."""
+    return python_digest(*SCORING_CODE) if rebuilds(notebooks) else \
+        ((Manifest(run).read().get("stages") or {}).get("score") or {}).get("code")
+
+
+def selfcheck_check(run: RunDir, given: str | None, notebooks: Sequence[str]) -> list[Check]:
+    """Where the card `notebooks` make cites a self-check of other scoring code than the run's, or not known to be of
+    the same, a line that says so (as the card does)."""
+    found = find_selfcheck(run.root, given) if any(nb in CITES_SELFCHECK for nb in notebooks) else None
+    same = found and selfcheck_summary(found, code=scoring_code(run, notebooks))["same_code_as_run"]
+    said = {False: " ran other scoring code than this run", None: ": whether it ran this run's scoring code is not "
+            "recorded"}.get(same) if found else None
+    return [Check("selfcheck", True, f"{found}{said} (the card says so)", note="NOTE")] if said else []
 
 
 def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, given_as: str,

@@ -24,7 +24,8 @@ from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, check_folder, here_path, nearest_existing, project_root, run_folder, shipped
 from ..revisions import hub_commits, model_identity, revision_of, run_fingerprint
 from .preflight import preflight, require, say_notes
-from .rerun import changed_parameters, executed, kind_check, rebuilds, replace_run, rerun_check, writing
+from .rerun import (changed_parameters, executed, kind_check, rebuilds, replace_run, rerun_check, scoring_code,
+                    selfcheck_check, writing)
 
 KERNEL_NAME = "repro"
 
@@ -249,10 +250,10 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     fingerprint = fingerprint or run_fingerprint(values)
     manifest.start_run(values, notebooks, driver="repro run", merge=True)  # (a replaced run left no record)
     # `selfcheck`, else the newest selfcheck.json in the run directory; whether it checked the scorer (only if one is
-    # cited) that scored the rows, at its revision: as recorded (01_construct's, where it does not run now)
+    # cited) that scored the rows, at its revision, and their code: as recorded (01_construct's, unless it runs now)
     scored = {**values, **manifest.recorded(manifest.read())}
     manifest.record_selfcheck(selfcheck, lambda: model_identity(
-        scored["scorer_model"], revision_of("scorer_model", scored)))
+        scored["scorer_model"], revision_of("scorer_model", scored)), lambda: scoring_code(run, notebooks))
     manifest.update(**(record or {}))
     # Ctrl-C (or SIGTERM, raised as it) before a notebook or between two: before this one started
     upcoming = notebooks[0]
@@ -351,9 +352,10 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
               f"{read_parts(fingerprint)}code and packages, with every output it recorded. --force runs its notebooks "
               f"again.")
         return 0
+    runs = executed(resolved["notebooks"], "" if changed else stale, args.force)
     checks = [*(kind_check(run, resolved["notebooks"], given_as, parameters=resolved)
                 or [rerun_check(run, changed, args.force, given_as, resolved, stale)]),
-              *preflight(resolved, run_root, params_file)]
+              *selfcheck_check(run, values.get("selfcheck"), runs), *preflight(resolved, run_root, params_file)]
     if (code := require(checks, params_file, args.check)) is not None:
         return code
     ensure_kernel(args.kernel)  # (another environment's: refused before the run's lock and record, as --kernel's)
@@ -367,8 +369,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
             print(f"  run directory: {where.detail}")
         say_notes(checks)
         return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
-                             selfcheck=values.get("selfcheck"), fingerprint=fingerprint,
-                             only=executed(resolved["notebooks"], "" if changed else stale, args.force))
+                             selfcheck=values.get("selfcheck"), fingerprint=fingerprint, only=runs)
 
 
 def read_parts(*fingerprints: dict[str, Any]) -> str:

@@ -27,7 +27,7 @@ from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import ConstructParams, Count, Device, check_value, default_batch_tokens, table_cell
 from ..paths import (RUNS_DIR, SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, here_path, is_hub_id,
                      project_root, public_name, public_text, typed_path, unicode_twin)
-from ..revisions import hub_offline, model_identity
+from ..revisions import SCORING_CODE, hub_offline, model_identity, python_digest
 from ..scorers import detect_kind, load_scorer
 from ..scorers.blender_compat import import_llm_blender
 from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
@@ -198,10 +198,11 @@ def weights_location(spec: str) -> dict[str, Any]:
 
 
 def environment_report(device: Any, specs: Sequence[str]) -> dict[str, Any]:
-    """torch/CUDA/GPU, transformers, llm-blender, the hub, and where each model's weights are."""
+    """torch/CUDA/GPU, transformers, llm-blender, the scoring code (a scoring fingerprint's `code`), the hub, and where
+    each model's weights are."""
     env: dict[str, Any] = machine_info(str(device))
     env.update(cuda_available=torch.cuda.is_available(), torch_cuda=torch.version.cuda,
-               packages=package_versions(), lock=lock_status())
+               packages=package_versions(), scoring_code=python_digest(*SCORING_CODE), lock=lock_status())
     if torch.cuda.is_available():
         env["gpus"] = [{"name": torch.cuda.get_device_name(i),
                         "memory_gb": round(torch.cuda.get_device_properties(i).total_memory / 2 ** 30, 1)}

@@ -16,7 +16,7 @@ from ..exporters import FORMATS, SCORED_ONLY, check_same_candidates, export_rows
 from ..manifest import Manifest
 from ..parameters import TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
 from ..paths import RunDir
-from ..revisions import hub_commit, local_content, pinned_model, revision_of
+from ..revisions import SCORING_CODE, hub_commit, local_content, pinned_model, python_digest, revision_of
 from ..scorers import known_kind, scorer_class
 from ..scorers.common import resolve_device
 from ..slicing import plan_slice
@@ -288,7 +288,8 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
                                   batch_tokens=p.batch_tokens, work_dir=work, source_maxlength=p.source_maxlength,
                                   candidate_maxlength=p.candidate_maxlength, kind=p.scorer_kind,
                                   options=p.scorer_options, **common)
-        info.update(result.info, scorer_prompt=p.scorer_prompt)
+        # code: the scoring fingerprint's (`job_fingerprint`): a card says whether its self-check tested it
+        info.update(result.info, scorer_prompt=p.scorer_prompt, code=python_digest(*SCORING_CODE))
     # the model as the user named it (a pinned revision loads from a snapshot folder, which `path` keeps); the hub
     # commit whose chat template the prompts went through
     commit = p.scorer_prompt == "chat_template" and hub_commit(p.scorer_prompt_tokenizer, ctx.prompt_revision, "model")
