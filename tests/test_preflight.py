@@ -25,7 +25,7 @@ from repro.cli import run as cli_run
 from repro.parameters import load_params_file
 from repro.cli.run import resolve_parameters
 from repro.errors import ParameterError
-from repro.manifest import read_lock
+from repro.manifest import Manifest, read_lock
 from repro.paths import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -613,6 +613,48 @@ def test_a_notebook_reading_this_runs_dataset_needs_01_construct_or_a_built_run(
         assert main(["run", "--check", "demo", "--out", str(out), "--set", f"notebooks={notebooks}", *more]) == 0
     (out / "dataset").mkdir(parents=True)
     assert main(["run", "--check", "demo", "--out", str(out), "--set", "notebooks=[02_analyze]"]) == 0
+
+
+def test_a_split_this_runs_dataset_will_not_have_is_refused_before_01_construct_builds_it(bare_machine, capsys):
+    """`--check --set card_split=trian_prefs` (or dataset_split) said everything was here; the run built the dataset,
+    then 02_analyze or 03_card refused the split. Now the check refuses it by their rule, of the splits 01_construct
+    will write (its output format's, the test split beside it), and the run stops before any notebook."""
+    out = bare_machine / "run"
+    for key in ("card_split", "dataset_split"):
+        assert main(["run", "--check", "demo", "--out", str(out), "--set", f"{key}=trian_prefs"]) == 1
+        assert (f"REFUSED  {key}: Parameter {key}='trian_prefs': this run's dataset at {out / 'dataset'} will have "
+                f"no such split (it will have ['train_prefs']). Did you mean 'train_prefs'? Name one of those, or "
+                f"leave {key} at its default for the split 01_construct writes ('train_prefs').") \
+            in capsys.readouterr().out
+    assert main(["run", "demo", "--out", str(out), "--set", "card_split=trian_prefs"]) == 2
+    assert "REFUSED  card_split" in capsys.readouterr().err and not out.exists()
+    sppo = ["--set", "output_format=sppo", "--set", "card_split=train"]
+    assert main(["run", "--check", "demo", "--out", str(out), *sppo]) == 0
+    test = ["--set", "test_split=train_prefs", "--set", "test_rows=5", "--set", "test_seed=0"]
+    assert main(["run", "--check", "demo", "--out", str(out), *test, "--set", "dataset_split=test_prefs"]) == 0
+    capsys.readouterr()
+    assert main(["run", "--check", "demo", "--out", str(out), *test, "--set", "dataset_split=tset_prefs"]) == 1
+    assert "(it will have ['test_prefs', 'train_prefs']). Did you mean 'test_prefs'?" in capsys.readouterr().out
+
+
+def test_a_split_the_runs_built_dataset_lacks_is_refused_before_the_run(bare_machine):
+    """A run whose dataset exists, its notebooks run again without 01_construct: a split it lacks passed the check."""
+    import datasets
+
+    from repro.dataset_io import write_split
+
+    run = RunDir(bare_machine / "run")
+    for split in ("train_prefs", "test_prefs"):
+        write_split(datasets.Dataset.from_list([{"prompt": "p", "score_chosen": 1.0, "score_rejected": 0.0}]),
+                    run.dataset, split)
+    Manifest(run).record("dataset", {"split": "train_prefs"})
+    values = resolve_parameters({"notebooks": ["02_analyze", "03_card"], "card_split": "trian_prefs",
+                                 "dataset_split": "test_prefs"})
+    (check,) = [c for c in preflight.preflight(values, run.root) if not c.ok]  # (test_prefs: a split it has)
+    assert check.what == "card_split" and check.problem == "REFUSED" and check.detail == (
+        f"Parameter card_split='trian_prefs': this run's dataset at {run.dataset} has no such split (it has "
+        f"['test_prefs', 'train_prefs']). Did you mean 'train_prefs'? Name one of those, or leave card_split at its "
+        f"default for the split 01_construct wrote ('train_prefs').")
 
 
 def test_publishing_needs_the_hub_and_a_token_before_any_work(bare_machine, monkeypatch, capsys):

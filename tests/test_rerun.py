@@ -36,8 +36,13 @@ def files_of(root: Path) -> dict[str, bytes]:
 @pytest.fixture
 def previous_run(tmp_path):
     """A run directory as `repro run params/demo.yaml` and a comparison left it (the outputs stand-ins)."""
-    run = RunDir(tmp_path / "demo")
-    values = load_params_file(ROOT / "params" / "demo.yaml")
+    return made_run(tmp_path / "demo")
+
+
+def made_run(root: Path, *overrides: str) -> RunDir:
+    """A run directory as `repro run params/demo.yaml --set OVERRIDE...` and a comparison left it."""
+    run = RunDir(root)
+    values = load_params_file(ROOT / "params" / "demo.yaml", list(overrides))
     values["run_dir"] = str(run.root)
     Manifest(run).start_run(resolve_parameters(values), ["01_construct", "02_analyze", "03_card"])
     for relative, text in (("compare.json", "{}"), ("figures/compare_scores.png", "png"),
@@ -96,6 +101,23 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys, monkeypa
             "cache gives back the rows it holds, as they were scored") in capsys.readouterr().out
     assert main(["run", "--check", "demo", "--out", str(previous_run.root), *chunks, "--set", "cache=false"]) == 0
     assert "of another chunk_size is set aside in work/ and computed again (the batches" in capsys.readouterr().out
+
+
+def test_a_run_that_recorded_a_split_its_dataset_lacks_is_not_told_to_continue_with_it(tmp_path, capsys):
+    """An older repro let 03_card record card_split='trian_prefs'; `--check` then advised continuing that run with
+    `--set card_split=trian_prefs`, a value the run refuses (once 01_construct and 02_analyze had run again). Now it
+    says why its values cannot continue it, and --force (or another folder) is the advice."""
+    run = made_run(tmp_path / "demo", "card_split=trian_prefs")
+    assert main(["run", "--check", "demo", "--out", str(run.root)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "holds a run with other parameters: card_split ('trian_prefs' there, 'train_prefs' now). Give another " \
+           "--out for this run, or pass --force: its outputs are removed first" in out
+    assert "--set card_split=trian_prefs" not in out
+    assert ("Its own values cannot continue it: Parameter card_split='trian_prefs': this run's dataset at "
+            f"{run.dataset} will have no such split (it will have ['train_prefs']). Did you mean 'train_prefs'?") in out
+    assert main(["run", "--check", "demo", "--out", str(run.root), "--force"]) == 0
+    assert main(["run", "--check", "demo", "--out", str(run.root), "--set", "card_split=trian_prefs"]) == 1
+    assert "REFUSED  card_split: Parameter card_split='trian_prefs'" in capsys.readouterr().out
 
 
 def test_a_source_rewritten_in_place_is_recorded_and_told_by_the_check(tmp_path, capsys):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 from huggingface_hub.repocard import metadata_load
@@ -198,23 +198,25 @@ def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False)
 
 
 def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = "dataset", stage: str = "analysis",
-                   split_parameter: str | None = None) -> tuple[str, str]:
+                   split_parameter: str | None = None, writes: Sequence[str] = ()) -> tuple[str, str]:
     """(`value`, `split`), or, `value` unset, this run's dataset and the split 01_construct wrote (or `split`, which
-    it must hold: `split_parameter`, default `<parameter>_split`, is refused else)."""
+    it must hold: `split_parameter`, default `<parameter>_split`, is refused else); `writes`: the splits 01_construct
+    is yet to write there, its own first (a run's check before it starts), read instead of the folder's."""
     if value is not None:
         return value, split
-    if not run.dataset.is_dir():
+    if not (writes or run.dataset.is_dir()):
         raise DataError(
             f"Parameter {parameter} is not set, so the {stage} reads this run's dataset at {run.dataset}, which "
             f"does not exist. Run notebooks/01_construct.ipynb for run_dir={str(run.root)!r} first, or set "
             f"{parameter} to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
-    recorded = (Manifest(run).read().get("dataset") or {}).get("split")
-    if split != SPLIT and run.shards(split):  # named: that split of the run's dataset
+    recorded = writes[0] if writes else (Manifest(run).read().get("dataset") or {}).get("split")
+    if split != SPLIT and (split in writes if writes else run.shards(split)):  # named: that split of the run's dataset
         return str(run.dataset), split
     if split in (SPLIT, recorded):  # the default: the split 01_construct wrote
         return str(run.dataset), recorded or split
     split_parameter = split_parameter or f"{parameter}_split"
-    raise DataError(f"Parameter {split_parameter}={split!r}: this run's dataset at {run.dataset} has no such split "
-                    f"(it has {(splits := sorted(split_files(run.dataset)))}).{did_you_mean(split, splits)} Name one "
-                    f"of those" + f", or leave {split_parameter} at its default for the split 01_construct wrote "
-                    f"({recorded!r})" * bool(recorded) + ".")
+    has, wrote = ("will have", "writes") if writes else ("has", "wrote")
+    raise DataError(f"Parameter {split_parameter}={split!r}: this run's dataset at {run.dataset} {has} no such split "
+                    f"(it {has} {(splits := sorted(writes or split_files(run.dataset)))}).{did_you_mean(split, splits)}"
+                    f" Name one of those" + f", or leave {split_parameter} at its default for the split 01_construct "
+                    f"{wrote} ({recorded!r})" * bool(recorded) + ".")

@@ -21,6 +21,7 @@ from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, Revi
 
 from ..analysis import prose
 from ..errors import Busy, DataError, ModelLoadError, ParameterError, ReproError, counted, did_you_mean
+from ..exporters import FORMATS
 from ..jobs import idle_processes
 from ..manifest import package_versions
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, builtin_folder, read_params_yaml
@@ -30,6 +31,7 @@ from ..revisions import REVISION_OF, check_revision_target, hub_offline, hub_sna
 from ..slicing import mini_bounds
 from ..sources import (build_first, data_suffixes, file_problem, folder_problem, folder_splits, local_splits,
                        shards_problem)
+from ..subject import dataset_or_own
 
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
@@ -271,15 +273,27 @@ READS_RUN_DATASET = {notebook: SCHEMAS[sections[0]].subject for notebook, sectio
 
 
 def run_dataset_checks(values: dict[str, Any], run_root: Path) -> list[Check]:
-    """A notebook that reads this run's dataset needs 01_construct before it, or a run that built it already."""
-    notebooks = list(values.get("notebooks") or ())  # names without .ipynb (resolve_parameters)
-    dataset = RunDir(run_root).dataset
-    return [Check(f"{parameter}: this run's dataset", False,
-                  f"{dataset} does not exist yet: add 01_construct to notebooks (before {name}), or set "
-                  f"{parameter} to a run directory, a file or a hub id")
-            for name, parameter in READS_RUN_DATASET.items()
-            if name in notebooks and not values.get(parameter) and not dataset.is_dir()
-            and "01_construct" not in notebooks[:notebooks.index(name)]]
+    """A notebook that reads this run's dataset needs 01_construct before it, or a run that built it already; the
+    split it names there (its `_split`), one of those 01_construct writes before it, else of the dataset's, as the
+    notebook reads it (subject.dataset_or_own)."""
+    notebooks, run, checks = list(values.get("notebooks") or ()), RunDir(run_root), []  # (names without .ipynb)
+    fmt, at = FORMATS[values["output_format"]], (values["iteration"], values["output_split"])
+    for name, parameter in READS_RUN_DATASET.items():
+        if name not in notebooks or values.get(parameter):
+            continue
+        built = "01_construct" in notebooks[:notebooks.index(name)]
+        if not (built or run.dataset.is_dir()):
+            checks.append(Check(f"{parameter}: this run's dataset", False,
+                                f"{run.dataset} does not exist yet: add 01_construct to notebooks (before {name}), "
+                                f"or set {parameter} to a run directory, a file or a hub id"))
+            continue
+        key = parameter.removesuffix("_dataset") + "_split"  # dataset_split, card_split, candidate_split
+        writes = [fmt.split_name(*at), *[fmt.test_split_name(*at)] * bool(values["test_split"])] if built else []
+        try:
+            dataset_or_own(None, values[key], run, parameter, split_parameter=key, writes=writes)
+        except DataError as exc:
+            checks.append(Check(key, False, str(exc), problem="REFUSED"))
+    return checks
 
 
 def combination_checks(values: dict[str, Any]) -> list[Check]:

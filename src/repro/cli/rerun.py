@@ -21,7 +21,7 @@ from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, differing, notebook_fields, 
 from ..paths import WRITING_ENV, RunDir, row_cache_dir, wait_advice
 from ..revisions import GENERATION_CODE, SCORING_CODE, hub_commit, local_content, python_digest
 from ..subject import subject_refusal
-from .preflight import READS_RUN_DATASET, Check, needs
+from .preflight import READS_RUN_DATASET, Check, needs, run_dataset_checks
 
 
 def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -289,10 +289,14 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
         return Check("run directory", True, f"{run.root} holds {held} other parameters ({changes}); --force: "
                                             f"{replaced}")
     sets = " ".join(set_option(key, old) for key, (old, _) in changed.items())
-    again = "" if member else f"continue that one with its values (`{sets}`), "  # (a member's may be its grid's)
+    # (a member's values may be its grid's; values this repro refuses cannot continue it, whatever the record says)
+    wrong = [] if member else [c for c in run_dataset_checks(
+        {**parameters, **{k: old for k, (old, _) in changed.items()}}, run.root) if c.what in changed]
+    again = "" if member or wrong else f"continue that one with its values (`{sets}`), "
     return Check("run directory", False,
                  f"{run.root} holds {held} other parameters: {changes}. Give another {given_as} for this run, "
-                 f"{again}or pass --force: {replaced}", problem="REFUSED")
+                 f"{again}or pass --force: {replaced}" + f". Its own values cannot continue it: "
+                 f"{' '.join(c.detail for c in wrong)}" * bool(wrong), problem="REFUSED")
 
 
 def previous_outputs(run: RunDir) -> list[Path]:
