@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,10 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # Never the checkout's row cache (repro.cache): rows another run scored in other batches would change the last bits
 # of this run's scores. One per pytest process for fixtures built once; each test gets its own (own_row_cache).
 PROCESS_ROW_CACHE = os.environ["REPRO_ROW_CACHE"] = tempfile.mkdtemp(prefix="repro-row-cache-")
+# A suite started in the background of a script (`bash .ci/run &`) inherits Ctrl-C ignored, which repro keeps so (as
+# nohup's SIGHUP): the tests that press Ctrl-C on their own process need Python's own handler.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # Under pytest-xdist (make test, make test-fast) the workers share the cores: one torch/BLAS thread each, set
 # before torch is imported; the kernels, torchrun workers and subprocesses they start inherit it.
 if os.environ.get("PYTEST_XDIST_WORKER"):

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 SCRIPT = r'''
 import importlib, json, sys, time
 from pathlib import Path
@@ -65,3 +67,12 @@ def sleep_in_worker(spec: dict) -> None:
     """A torchrun worker entry that announces itself (a file named by its pid) and then waits to be stopped."""
     Path(spec["folder"], f"worker-{os.getpid()}").write_text("")
     time.sleep(600)
+
+
+def command_line(process) -> list[str]:
+    """A psutil process's command line; none for one gone or a zombie (a forked child another test killed and never
+    joined is one, under the same xdist worker)."""
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []

@@ -21,6 +21,7 @@ import pandas as pd
 import psutil
 import pytest
 
+from killed_run import command_line
 from repro import family as fam
 from repro import paths
 from repro.analysis import family_view as family_view_module
@@ -434,7 +435,7 @@ def test_a_stop_with_jobs_starts_no_more_members_and_names_them(tmp_path, monkey
 
     def press():
         until(tmp_path, "started-*", 2)
-        members.extend(p for p in psutil.Process().children() if str(tmp_path) in " ".join(p.cmdline()))
+        members.extend(p for p in psutil.Process().children() if str(tmp_path) in " ".join(command_line(p)))
         sessions.extend(os.getsid(member.pid) == member.pid for member in members)  # (their own)
         # to the command alone: `kill`, a scheduler, or a terminal's Ctrl-C (the members are in sessions of their own)
         os.kill(os.getpid(), {"ctrl-c": signal.SIGINT, "sigterm": signal.SIGTERM, "sighup": signal.SIGHUP}[stop])

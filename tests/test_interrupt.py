@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from killed_run import command_line
 from repro.cli.interrupt import record_interruption
 from repro.manifest import Manifest
 from repro.paths import RunDir
@@ -37,7 +38,7 @@ def kernels_of(pid: int) -> list[psutil.Process]:
     found = []
     for child in psutil.Process(pid).children(recursive=True):
         with contextlib.suppress(psutil.Error):  # (one that has just ended)
-            if any("ipykernel" in part for part in child.cmdline()):
+            if any("ipykernel" in part for part in command_line(child)):
                 found.append(child)
     return found
 
@@ -256,7 +257,7 @@ def test_a_stop_signal_ends_the_run_as_ctrl_c_does(tmp_path, repro_run, signum):
             os.read(terminal, 65536)
         time.sleep(0.2)
     kernels = [child for child in psutil.Process(proc.pid).children(recursive=True)
-               if any("ipykernel" in part for part in child.cmdline())]
+               if any("ipykernel" in part for part in command_line(child))]
     if hang_up:
         os.close(tty)
         os.close(terminal)
@@ -326,7 +327,7 @@ def test_a_kernel_killed_during_scoring_is_said_so_and_the_same_command_continue
         assert time.monotonic() < deadline, "no scoring chunk was written"
         time.sleep(0.2)
     for child in psutil.Process(proc.pid).children(recursive=True):
-        if any("ipykernel" in part for part in child.cmdline()):
+        if any("ipykernel" in part for part in command_line(child)):
             child.kill()
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 1, stdout + stderr

@@ -3,6 +3,7 @@ from a JupyterLab kernel in notebooks/; hub ids and built-in specs are left alon
 
 import ast
 import json
+import multiprocessing
 import re
 import sys
 import unicodedata
@@ -364,3 +365,32 @@ def test_a_runs_layout_is_decided_in_paths_alone():
     spelt = [f"{path.relative_to(package)}:{line}: {name!r}" for path in sorted(package.rglob("*.py"))
              if path.name != "paths.py" for line, name in _layout_literals(ast.parse(path.read_text()))]
     assert not spelt, "a run's layout is repro.paths's (RunDir, or a constant there):\n" + "\n".join(spelt)
+
+
+def _ask_who_writes(root, asking, stop):  # (a process of its own: --check, 05_family, a kernel, as a run starts)
+    while not stop.is_set():
+        paths.RunDir(root).writer()
+        asking.set()
+
+
+def test_asking_who_writes_a_run_folder_never_turns_away_a_run_taking_it(tmp_path):
+    """`RunDir.writer` takes a shared lock for an instant; a `repro run` taking the folder in that instant was refused
+    as busy ("another process is writing to it now"), though no one was: a Slurm array task beside a --check."""
+    context = multiprocessing.get_context("fork")
+    asking, stop = context.Event(), context.Event()
+    paths.RunDir(tmp_path).lock.touch()
+    asker = context.Process(target=_ask_who_writes, args=(tmp_path, asking, stop))
+    asker.start()
+    try:
+        assert asking.wait(60)
+        refused = []
+        for _ in range(20000):
+            held = paths.take_lock(paths.RunDir(tmp_path).lock, "repro run")
+            if isinstance(held, str):
+                refused.append(held)
+            else:
+                paths.let_go(held)
+    finally:
+        stop.set()
+        asker.join()
+    assert refused == []

@@ -437,16 +437,21 @@ def take_lock(path: Path, who: str, waiting: Callable[[str], Any] | None = None)
     time written in it: the open file (closing it lets go); where another process holds it, the holder's text, or
     with `waiting`, the file once the holder lets go (`waiting(holder's text)` is called first)."""
     held = open(path, "a+", encoding="utf-8")
-    try:
-        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        held.seek(0)
-        holder = held.read().strip() or "another process"
-        if waiting is None:
-            held.close()
-            return holder
-        waiting(holder)
-        fcntl.flock(held, fcntl.LOCK_EX)
+    for tries in range(50, 0, -1):
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            held.seek(0)
+            if not (holder := held.read().strip()) and tries > 1:  # no name: a probe's shared lock for an instant
+                time.sleep(0.01)  # (`RunDir.writer`: --check, 05_family), or a holder yet to write it: asked again
+                continue
+            if waiting is None:
+                held.close()
+                return holder or "another process"
+            waiting(holder or "another process")
+            fcntl.flock(held, fcntl.LOCK_EX)
+            break
     held.truncate(0)
     held.write(f"{who} (pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')})")
     held.flush()
