@@ -123,6 +123,10 @@ def test_members_alike_in_every_value_that_shapes_their_data_are_refused_as_one_
                       ({"temperature": [0.5, 0.9]}, r"generate is false"),
                       ({"mini_index": [0], "chunk_size": [4, 8]}, r"chunk_size only decides how the work is cut and "
                                                                   r"run, not what the data holds"),
+                      # a key its selection leaves idle in every member: two members of one dataset
+                      ({"length_penalty": [0.0, 0.5]}, r"length_penalty acts only with selection: "
+                                                       r"best_worst_length_penalised, which neither member has; set "
+                                                       r"that, or take length_penalty out of the grid"),
                       ({"opts": [{"name": "base"}, {"name": "four", "limit": 4}]},
                        r"limit is 4 in both once resolved \(the params file's value where the grid sets none")]:
         with pytest.raises(ParameterError, match=rf"family\.grid\.{list(grid)[-1]} in the params file does not tell "
@@ -131,6 +135,8 @@ def test_members_alike_in_every_value_that_shapes_their_data_are_refused_as_one_
     # what tells them apart: a seed where the members generate, a limit the file does not set
     policy = {"generate": True, "policy_model": "builtin:tiny-policy", "candidate_columns": ["resp0", "resp1"]}
     assert len(_plan({**values, **policy, "family": {"grid": {"generation_seed": [0, 1]}}}, tmp_path).members) == 2
+    penalised = {"selection": "best_worst_length_penalised", "family": {"grid": {"length_penalty": [0.0, 0.5]}}}
+    assert len(_plan({**values, **penalised}, tmp_path).members) == 2
     assert len(_plan({**values, "family": {"grid": {"opts": [{"name": "a"}, {"name": "b", "limit": 3}]}}},
                      tmp_path).members) == 2
     # the verifier's command: refused before anything is written

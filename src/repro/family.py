@@ -17,7 +17,7 @@ from .errors import ParameterError, ReproError, did_you_mean
 from .jobs import fingerprint_of
 from .manifest import NOT_SHAPING, Manifest
 from .parameters import (MAPPING_FIELDS, NOTEBOOK_SECTIONS, all_fields, notebook_fields, once, read_value,
-                         resolve_parameters, unused_generation, validate_all)
+                         idle_parameters, resolve_parameters, unused_generation, validate_all)
 from .paths import FAMILY_JSON, FAMILY_LOGS, RunDir, ascii_folder_safe, folder_safe, run_folder
 from .revisions import run_fingerprint, shaping
 
@@ -236,7 +236,7 @@ def check_members_differ(grid: dict[str, list[Any]], members: list[Member], wher
                 raise ParameterError(f"family.grid in {' and '.join(dict.fromkeys((where[first], where[key])))}: "
                                      f"{param} is set by both grid keys {first} and {key}: each member would take "
                                      f"{key}'s value; set it in one.")
-    shaped = [shaping(m.resolved) for m in members]
+    shaped = [{k: v for k, v in shaping(m.resolved).items() if k not in idle_parameters(m.resolved)} for m in members]
     if (i := next((i for i, one in enumerate(shaped) if one in shaped[:i]), None)) is None:
         return
     a, b = members[shaped.index(shaped[i])], members[i]
@@ -245,8 +245,11 @@ def check_members_differ(grid: dict[str, list[Any]], members: list[Member], wher
     params = [p for sa, sb in sets for p in dict.fromkeys([*sa, *sb]) if (p in sa, sa.get(p)) != (p in sb, sb.get(p))]
     readers = {p: " and ".join(nb for nb in NOTEBOOK_SECTIONS if p in notebook_fields(nb)) or "none" for p in params}
     notebooks, origin = ", ".join(a.resolved["notebooks"]), " and ".join(dict.fromkeys(where[k] for k in keys))
+    idle = idle_parameters(a.resolved, b.resolved)
     why = [f"generate is false, so no candidates are generated and {p} shapes nothing; set generate: true, or take "
            f"{p} out of the grid" if p in unused_generation(a.resolved, b.resolved) else
+           f"{p} acts only with {idle[p]}, which neither member has; set that, or take {p} out of the grid" if p in idle
+           else
            f"{p} only decides how the work is cut and run, not what the data holds; take it out of the grid"
            if p in NOT_SHAPING else
            f"{p} is read by {readers[p]}, which the members do not run (notebooks: {notebooks}); add that notebook "
