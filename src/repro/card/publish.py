@@ -30,7 +30,7 @@ from ..errors import DataError, ReproError
 from ..exporters import FORMATS
 from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import NOT_FROM_CHECKOUT, Manifest
-from ..parameters import RECIPE_FACTS, TIE_RULES, CardParams, build, table_cell
+from ..parameters import RECIPE_FACTS, TIE_RULES, CardParams, build, code_span, fence, one_line, table_cell
 from ..paths import DATA_DIR, FIGURES_DIR, RunDir, reads_as_hub_id, without_folders
 from ..revisions import publish_blocker
 from ..subject import STAND_IN_TAGS
@@ -98,13 +98,9 @@ def fmt(value: Any, unknown: str = "unknown") -> str:
     return str(value)
 
 
-def code_span(name: Any) -> str:
-    """`name` as markdown's inline code, in a fence of more backticks than any run of them in it (spaced apart where it
-    starts or ends with one), which none of them closes."""
-    name = str(name)
-    fence = "`" * (max(map(len, re.findall("`+", name)), default=0) + 1)
-    space = " " * (name[:1] == "`" or name[-1:] == "`")
-    return f"{fence}{space}{name}{space}{fence}"
+def code_block(text: Any, language: str) -> str:
+    """`text` as a fenced markdown code block in `language`, which no line of it ends."""
+    return f"{fence(str(text), 3)}{language}\n{text}\n{fence(str(text), 3)}"
 
 
 def _environment(lang: str) -> jinja2.Environment:
@@ -128,12 +124,12 @@ def _environment_of(lang: str, templates: Path, stamp: tuple) -> jinja2.Environm
                        format_sources={name: f.source for name, f in FORMATS.items()},
                        citations={m["key"]: m[0] for m in BIBTEX_ENTRY_RE.finditer(
                            (templates / "citations.bib").read_text(encoding="utf-8"))})
-    words = env.globals["t"] = env.get_template(f"{lang}.jinja").module  # (after the globals: its macros read them)
     env.filters.update(
-        json=json.dumps, code=code_span, public=public_value, cell=table_cell,
+        json=json.dumps, code=code_span, text=one_line, block=code_block, public=public_value, cell=table_cell,
         v=lambda value: fmt(value, words.unknown),
         metric=lambda value: words.undefined if value is None else fmt(value, words.unknown),  # null: NaN/inf
         p=lambda value: p_value(value, ".6g"))
+    words = env.globals["t"] = env.get_template(f"{lang}.jinja").module  # (after globals, filters: its macros use them)
     return env
 
 
