@@ -3622,3 +3622,19 @@ def test_the_templates_put_no_value_between_backticks_of_their_own():
         text = path.read_text(encoding="utf-8")
         assert not re.findall(r"`\{\{[^`]*\}\}`|`\" ~ [^~]* ~ \"`|`%\(|`\[\{", text), path.name
 
+
+def test_the_check_for_template_leftovers_reads_the_templates_not_the_data(tmp_path, monkeypatch, train_rows):
+    """03_card failed on a dataset with a column `mastodon_url`: "still holds template text ['TODO']" ('todo' in the
+    card's text, in any case). The check reads what the templates themselves print: {{, {% or TODO/TBD as words."""
+    rows = [{**r, "mastodon_url": "x", "{{ TBD }}": "y"} for r in train_rows[:12]]
+    p = build(CardParams, {"run_dir": str(tmp_path / "run"), "pretty_name": "TODO {% list %}",
+                           "card_dataset": write_rows(tmp_path / "rows.parquet", rows)})
+    card_path = repro_card.write_card(repro_card.gather_facts(p))
+    assert repro_card.check_card(card_path)["placeholders"] == []
+    card_publish = importlib.import_module("repro.card.publish")  # (repro.card.publish is the function)
+    templates = shutil.copytree(card_publish.TEMPLATES, tmp_path / "templates")
+    text = (templates / "en.jinja").read_text(encoding="utf-8")
+    (templates / "en.jinja").write_text(text.replace("Small size", "Small size (TBD: how small)"), encoding="utf-8")
+    monkeypatch.setattr(card_publish, "TEMPLATES", templates)
+    with pytest.raises(DataError, match=r"hold unfinished text \['TBD'\].*en\.jinja"):
+        repro_card.check_card(card_path)

@@ -246,8 +246,7 @@ class ScorerSpec(BaseModel):
     options: ScorerOptions = {}
     backend: ScorerBackend = "repro"
     dtype: Dtype = "auto"
-    batch_tokens: Count | None = None  # default: the run's batch_tokens (kept last: the card's table of
-    # parameters reads "}}" as a template leftover, which a nested dict closing the list would write)
+    batch_tokens: Count | None = None  # default: the run's batch_tokens (kept last, in the order cards show)
 
     @field_validator("name")
     @classmethod

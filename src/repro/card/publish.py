@@ -40,7 +40,8 @@ from .facts import (CONFIG_NAME, LENGTH_BIAS_P, LENGTH_BIAS_RHO, LENGTH_BIAS_ROW
 
 TEMPLATES = Path(__file__).parent / "templates"
 LANGUAGES = ("en", "zh")  # the body's halves, in this order; each has templates/<lang>.jinja
-PLACEHOLDERS = ("More Information needed", "需补充更多信息", "{{", "}}", "TODO", "TBD")
+# what a template leaves unfinished: the hub template's words, Jinja it did not run, TODO or TBD as words
+PLACEHOLDER_RE = re.compile(r"More Information needed|需补充更多信息|\{\{|\{%|\b(?:TODO|TBD)\b", re.I)
 BIBTEX_ENTRY_RE = re.compile(r"^@\w+\{(?P<key>[^,\s]+),.*?^\}$", re.M | re.S)  # citations.bib's entries, by key
 FIGURE_LINK_RE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<src>" + FIGURES_DIR + r"/[^)\s]+\.png)\)")
 
@@ -93,7 +94,7 @@ def fmt(value: Any, unknown: str = "unknown") -> str:
         return "NaN" if math.isnan(value) else f"{value:.6g}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(fmt(v, unknown) for v in value) + "]"
-    if isinstance(value, dict):  # nested braces spaced apart: "}}" would read as a template leftover
+    if isinstance(value, dict):  # nested braces spaced apart, as cards have written them
         return re.sub(r"([{}])(?=\1)", r"\1 ", json.dumps(value, ensure_ascii=False))
     return str(value)
 
@@ -229,15 +230,25 @@ def check_card(card_path: str | Path) -> dict[str, Any]:
                     f"{card_path} says split {split.name!r} has {split.num_examples} rows with features "
                     f"{info.features}, but load_dataset gives {len(ds)} rows with {ds.features}; re-run this notebook.")
             report["splits"][split.name] = {"num_examples": len(ds), "num_bytes": split.num_bytes}
-    report.update(features=list(info.features), placeholders=placeholders(card.text))
-    if report["placeholders"]:
-        raise DataError(f"{card_path} still holds template text {report['placeholders']}; this is a bug in repro.card.")
+    leftovers = {f.name: found for f in sorted(TEMPLATES.iterdir()) if (found := placeholders(template_text(f)))}
+    report.update(features=list(info.features), placeholders=[p for found in leftovers.values() for p in found])
+    if leftovers:
+        raise DataError(f"{card_path} was written from templates that hold unfinished text {report['placeholders']} "
+                        f"({', '.join(leftovers)} in {TEMPLATES}); this is a bug in repro.card.")
     return report
 
 
 def placeholders(text: str) -> list[str]:
-    """Template leftovers found in card text ("More Information needed", unfilled braces, ...)."""
-    return [p for p in PLACEHOLDERS if p.lower() in text.lower()]
+    """Template leftovers in `text` (unfilled braces, TODO, "More Information needed", ...), each once."""
+    return list(dict.fromkeys(m[0] for m in PLACEHOLDER_RE.finditer(text)))
+
+
+def template_text(path: Path) -> str:
+    """What a card template prints as it is (its literal text and strings; all of citations.bib), not the data it is
+    given: a column named `mastodon_url` is no TODO left in it."""
+    text = path.read_text(encoding="utf-8")
+    return text if path.suffix != ".jinja" else "\n".join(
+        value for _, kind, value in jinja2.Environment().lex(text) if kind in ("data", "string"))
 
 
 def preview_markdown(card_path: str | Path) -> str:
