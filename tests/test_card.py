@@ -3567,3 +3567,74 @@ def test_a_card_split_this_runs_dataset_lacks_is_refused_as_02_analyze_refuses_i
     write_split(datasets.Dataset.from_list(seed_rows(3), features=SEED_FEATURES), run.dataset, "test_prefs")
     for split in ("train_prefs", "test_prefs"):  # the split built, and another the run's dataset holds
         assert card_for(run.root, card_split=split)[0].splits[0].name == "train_prefs"
+
+
+def html_elements(markdown: str) -> list[str]:
+    """The raw HTML that markdown-it (CommonMark, HTML on, as JupyterLab's preview) passes on from `markdown`."""
+    tokens = MarkdownIt().parse(markdown)
+    tokens += [child for token in tokens for child in token.children or []]
+    return [token.content for token in tokens if token.type in ("html_block", "html_inline")]
+
+
+def test_text_from_the_data_never_becomes_html_in_the_card(tmp_path, train_rows):
+    """A security review: a dataset whose chat role is ``assistant` <img src=x onerror=...> ` `` closed the backticks
+    the card put it in, and a column named "note\\n\\n<script>...</script>\\n\\n---\\n..." put a <script> block and a
+    `---` into the card, both live in JupyterLab's preview of 03_card; so did the file's name, `pretty_name` and
+    `known_recipe` (the first two in the notebook's `facts` cell too). Now a name is one code span that nothing in it
+    ends, other text has its HTML escaped, both on one line."""
+    role = "assistant` <img src=x onerror=alert(document.domain)> `"
+    column = "note\n\n<script>alert('card')</script>\n\n---\nlicense: evil\n"
+    rows = [{**r, "chosen": [r["chosen"][0], {**r["chosen"][1], "role": role}],
+             "rejected": [r["rejected"][0], {**r["rejected"][1], "role": role}], column: "x"} for r in train_rows[:12]]
+    path = write_rows(tmp_path / "rows <img src=x onerror=alert(2)>.parquet", rows)
+    recipe = {"source": "<script>alert(4)</script>", "scorer": "a<img src=x onerror=f()>"}
+    facts, card_path = card_for(tmp_path / "run", card_dataset=path, known_recipe=recipe,
+                                pretty_name="t\n\n<script>alert(3)</script>\n---")
+    body = DatasetCard.load(card_path).text
+    assert html_elements(body) == [] and not re.search(r"<(img|script)\b", MarkdownIt().render(body))
+    assert html_elements(facts._repr_markdown_()) == []  # (03_card's `facts` cell)
+    assert MarkdownIt().render(body).count("<hr />") == 1  # (the one between the English and the Chinese halves)
+    for half, user in zip(halves(card_path), ("user prompt", "用户提示词")):  # (the features table's code spans)
+        spans = [t.content for line in half.splitlines() if line.startswith("|")
+                 for t in MarkdownIt().parseInline(line)[0].children if t.type == "code_inline"]
+        assert column.replace("\n", " ") in spans and f"[{user}, {role}]" in spans
+
+
+def test_text_from_a_run_manifest_never_becomes_html_in_the_card(tmp_path):
+    """The same for a run folder someone sent: its manifest's git origin, packages, scorer and parameters, which the
+    card printed raw (the parameters in its code block to save as YAML too)."""
+    make_run(tmp_path / "run")
+    evil = "x` <img src=x onerror=alert(1)> `\n```\n<script>alert(2)</script>\n"  # (``` ended the YAML's block)
+    with Manifest(RunDir(tmp_path / "run")).edit() as data:
+        data["environment"]["git"] = {"commit": "6c5767ef", "dirty": False, "origin": evil}
+        data["environment"]["packages"] = {evil: evil}
+        data["scorer"]["model"] = data["scorer"]["device"] = evil
+        data["parameters"].update(source=evil, source_split=evil, candidate_columns=[evil, "resp1"])
+    body = DatasetCard.load(card_for(tmp_path / "run")[1]).text
+    assert html_elements(body) == [] and MarkdownIt().render(body).count("<hr />") == 1
+    assert body.count("&lt;script&gt;alert(2)&lt;/script&gt;") >= 4  # (the origin and the package, in each half)
+
+
+def test_the_templates_put_no_value_between_backticks_of_their_own():
+    """`{{ model }}` in a template: a backtick in the value ended the template's code span. Every value goes through
+    the `code` filter instead, whose fence nothing in the value ends."""
+    for path in (ROOT / "src" / "repro" / "card" / "templates").glob("*.jinja"):
+        text = path.read_text(encoding="utf-8")
+        assert not re.findall(r"`\{\{[^`]*\}\}`|`\" ~ [^~]* ~ \"`|`%\(|`\[\{", text), path.name
+
+
+def test_the_check_for_template_leftovers_reads_the_templates_not_the_data(tmp_path, monkeypatch, train_rows):
+    """03_card failed on a dataset with a column `mastodon_url`: "still holds template text ['TODO']" ('todo' in the
+    card's text, in any case). The check reads what the templates themselves print: {{, {% or TODO/TBD as words."""
+    rows = [{**r, "mastodon_url": "x", "{{ TBD }}": "y"} for r in train_rows[:12]]
+    p = build(CardParams, {"run_dir": str(tmp_path / "run"), "pretty_name": "TODO {% list %}",
+                           "card_dataset": write_rows(tmp_path / "rows.parquet", rows)})
+    card_path = repro_card.write_card(repro_card.gather_facts(p))
+    assert repro_card.check_card(card_path)["placeholders"] == []
+    card_publish = importlib.import_module("repro.card.publish")  # (repro.card.publish is the function)
+    templates = shutil.copytree(card_publish.TEMPLATES, tmp_path / "templates")
+    text = (templates / "en.jinja").read_text(encoding="utf-8")
+    (templates / "en.jinja").write_text(text.replace("Small size", "Small size (TBD: how small)"), encoding="utf-8")
+    monkeypatch.setattr(card_publish, "TEMPLATES", templates)
+    with pytest.raises(DataError, match=r"hold unfinished text \['TBD'\].*en\.jinja"):
+        repro_card.check_card(card_path)

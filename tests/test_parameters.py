@@ -4,6 +4,7 @@ from pathlib import Path
 
 import datasets
 import pytest
+from markdown_it import MarkdownIt
 
 from repro import parameters
 from repro.cli import main
@@ -447,6 +448,15 @@ def test_a_notebook_shows_its_parameters_as_a_table_with_the_defaults_it_left(tm
     assert "| `bootstrap_seed` | `0` |" in shown and "run_name" not in shown
     card = build(CardParams, {"run_dir": str(tmp_path / "run"), "known_recipe": "x | y"})._repr_markdown_()
     assert "| `known_recipe` | `'x \\| y'` (default `None`) |" in card  # a | in a value does not split the row
+
+
+def test_a_notebooks_parameters_table_shows_a_value_with_backticks_as_text(tmp_path):
+    """`pretty_name: "a` <img src=x onerror=alert(1)> `"` in a colleague's params file: 03_card's `p` cell put its
+    repr between backticks that it closed, and JupyterLab ran the <img>'s onerror. Now its code span holds it all."""
+    value = "a` <img src=x onerror=alert(1)> `"
+    shown = build(CardParams, {"run_dir": str(tmp_path / "run"), "pretty_name": value})._repr_markdown_()
+    assert f"| `pretty_name` | ``{value!r}`` (default `None`) |" in shown
+    assert "<img" not in MarkdownIt().render(shown)
 
 
 def test_yaml_anchors_and_merge_keys_share_values_between_bundles(tmp_path):

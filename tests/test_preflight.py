@@ -1027,3 +1027,27 @@ def test_a_local_model_folder_the_loaders_cannot_read_is_missing_before_the_run(
                  "--set", f"policy_model={empty}"]) == 1
     out = capsys.readouterr().out
     assert f"  MISSING  policy_model: {empty}: policy_model folder {empty} has no config.json" in out
+
+
+def test_a_scorer_that_runs_its_models_own_code_is_said_by_the_check_and_at_the_runs_start(bare_machine, capsys,
+                                                                                          monkeypatch):
+    """A colleague's params file with `scorer_options: {trust_remote_code: true}` has the scorer run the Python files
+    of its model's folder; `repro run --check` and the run's first lines said nothing of it."""
+    params = bare_machine / "remote.yaml"
+    params.write_text(f"include: {ROOT / 'params' / 'demo.yaml'}\nscorer_model: builtin:tiny-reward-llama\n"
+                      "scorer_kind: sequence_classifier\nscorer_options: {trust_remote_code: true}\nscorers:\n"
+                      "  - {name: second, model: builtin:tiny-reward-deberta, options: {trust_remote_code: true}}\n")
+    notes = [f"  NOTE     {what}: trust_remote_code: true runs the Python code that comes with {model} (its folder or "
+             "hub repository) on this machine as you: keep it only for a model whose code you have read or trust."
+             for what, model in (("scorer_options", "builtin:tiny-reward-llama"),
+                                 ("scorers[second].options", "builtin:tiny-reward-deberta"))]
+    assert main(["run", "--check", str(params), "--out", str(bare_machine / "run")]) == 0  # (not a thing to fix)
+    out = capsys.readouterr().out.splitlines()
+    assert "everything the run needs is here" in out[0] and [line for line in out if "NOTE" in line] == notes
+    monkeypatch.setattr(cli_run, "ensure_kernel", lambda name: name)
+    monkeypatch.setattr(cli_run, "run_notebooks", lambda *args, **kwargs: 0)
+    assert main(["run", str(params), "--out", str(bare_machine / "run")]) == 0
+    assert capsys.readouterr().out.splitlines()[2:4] == notes  # at the start, while a Ctrl-C costs nothing
+    params.write_text(f"include: {ROOT / 'params' / 'demo.yaml'}\n")
+    assert main(["run", "--check", str(params), "--out", str(bare_machine / "run2")]) == 0
+    assert "NOTE" not in capsys.readouterr().out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import datetime
+import html
 import inspect
 import json
 import re
@@ -161,16 +162,39 @@ class _Params(BaseModel):
         rows = []
         for name, field in type(self).model_fields.items():
             value, default = getattr(self, name), field.get_default(call_default_factory=True)
-            note = "" if value == default else f" (default {table_cell(f'`{default!r}`')})"
+            note = "" if value == default else f" (default {table_cell(code_span(repr(default)))})"
             if name not in _Params.model_fields:
-                rows.append(f"| `{name}` | {table_cell(f'`{value!r}`')}{note} |")
-        return (f"**Parameters** of {notebook}, run directory `{self.run_root}`:\n\n| parameter | value |\n|---|---|\n"
-                + "\n".join(rows))
+                rows.append(f"| `{name}` | {table_cell(code_span(repr(value)))}{note} |")
+        return (f"**Parameters** of {notebook}, run directory {code_span(self.run_root)}:\n\n| parameter | value |\n"
+                "|---|---|\n" + "\n".join(rows))
 
 
 def table_cell(text: Any) -> str:
     """Text in a Markdown table's cell: a | escaped, line breaks as spaces."""
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+LINE_BREAK_RE = re.compile(r"\r\n?|\n")  # (CommonMark's line endings)
+
+
+def one_line(text: Any) -> str:
+    """Text from the data or the user in Markdown's prose (the card's, a notebook's): its HTML (<, >, &) shown as text,
+    on one line."""
+    return LINE_BREAK_RE.sub(" ", html.escape(str(text), quote=False))
+
+
+def fence(text: str, least: int = 1) -> str:
+    """A markdown code fence of more backticks (`least` at least) than any run of them in `text`: none of them ends
+    it."""
+    return "`" * max(least, max(map(len, re.findall("`+", text)), default=0) + 1)
+
+
+def code_span(name: Any) -> str:
+    """`name` as markdown's inline code on one line, in a `fence` (spaced apart where it starts or ends with a
+    backtick), which nothing in it ends: what it holds (HTML too) shows as it is."""
+    name = LINE_BREAK_RE.sub(" ", str(name))
+    space, ticks = " " * (name[:1] == "`" or name[-1:] == "`"), fence(name)
+    return f"{ticks}{space}{name}{space}{ticks}"
 
 
 # 01_construct: the pair selection rules (repro.construct.selection; the random ones need selection_seed) and the
@@ -222,8 +246,7 @@ class ScorerSpec(BaseModel):
     options: ScorerOptions = {}
     backend: ScorerBackend = "repro"
     dtype: Dtype = "auto"
-    batch_tokens: Count | None = None  # default: the run's batch_tokens (kept last: the card's table of
-    # parameters reads "}}" as a template leftover, which a nested dict closing the list would write)
+    batch_tokens: Count | None = None  # default: the run's batch_tokens (kept last, in the order cards show)
 
     @field_validator("name")
     @classmethod

@@ -25,7 +25,7 @@ from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import GIVEN_MARGIN, given_margins, holds_scores, refused_scores, refused_turns, trl_lacks
 from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, committed
 from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams, GenerationParams, idle_parameters,
-                          read_params_yaml, resolve_parameters, set_option, unused_generation)
+                          one_line, read_params_yaml, resolve_parameters, set_option, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
                      reads_as_hub_id, shipped)
 from ..revisions import strings_in
@@ -562,9 +562,9 @@ class CardFacts:
 
     def _repr_markdown_(self) -> str:
         splits = ", ".join(f"`{s.name}` {s.num_examples} rows" for s in self.splits)
-        made = "built by this run" if self.built_here else f"not built here ({self.card_dataset})"
+        made = "built by this run" if self.built_here else f"not built here ({one_line(self.card_dataset)})"
         left = ", ".join(s for s, _ in self.left_out) or "none"
-        return (f"**{self.title}**: {splits}; {made}; scorer stand-in: {self.stand_in}; "
+        return (f"**{one_line(self.title)}**: {splits}; {made}; scorer stand-in: {self.stand_in}; "
                 f"metrics: {'yes' if self.metrics else 'no'}; figures: {len(self.figures)}; left out: {left}")
 
 

@@ -30,7 +30,7 @@ from ..errors import DataError, ReproError
 from ..exporters import FORMATS
 from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import NOT_FROM_CHECKOUT, Manifest
-from ..parameters import RECIPE_FACTS, TIE_RULES, CardParams, build, table_cell
+from ..parameters import RECIPE_FACTS, TIE_RULES, CardParams, build, code_span, fence, one_line, table_cell
 from ..paths import DATA_DIR, FIGURES_DIR, RunDir, reads_as_hub_id, without_folders
 from ..revisions import publish_blocker
 from ..subject import STAND_IN_TAGS
@@ -40,7 +40,8 @@ from .facts import (CONFIG_NAME, LENGTH_BIAS_P, LENGTH_BIAS_RHO, LENGTH_BIAS_ROW
 
 TEMPLATES = Path(__file__).parent / "templates"
 LANGUAGES = ("en", "zh")  # the body's halves, in this order; each has templates/<lang>.jinja
-PLACEHOLDERS = ("More Information needed", "需补充更多信息", "{{", "}}", "TODO", "TBD")
+# what a template leaves unfinished: the hub template's words, Jinja it did not run, TODO or TBD as words
+PLACEHOLDER_RE = re.compile(r"More Information needed|需补充更多信息|\{\{|\{%|\b(?:TODO|TBD)\b", re.I)
 BIBTEX_ENTRY_RE = re.compile(r"^@\w+\{(?P<key>[^,\s]+),.*?^\}$", re.M | re.S)  # citations.bib's entries, by key
 FIGURE_LINK_RE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<src>" + FIGURES_DIR + r"/[^)\s]+\.png)\)")
 
@@ -93,18 +94,14 @@ def fmt(value: Any, unknown: str = "unknown") -> str:
         return "NaN" if math.isnan(value) else f"{value:.6g}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(fmt(v, unknown) for v in value) + "]"
-    if isinstance(value, dict):  # nested braces spaced apart: "}}" would read as a template leftover
+    if isinstance(value, dict):  # nested braces spaced apart, as cards have written them
         return re.sub(r"([{}])(?=\1)", r"\1 ", json.dumps(value, ensure_ascii=False))
     return str(value)
 
 
-def code_span(name: Any) -> str:
-    """`name` as markdown's inline code, in a fence of more backticks than any run of them in it (spaced apart where it
-    starts or ends with one), which none of them closes."""
-    name = str(name)
-    fence = "`" * (max(map(len, re.findall("`+", name)), default=0) + 1)
-    space = " " * (name[:1] == "`" or name[-1:] == "`")
-    return f"{fence}{space}{name}{space}{fence}"
+def code_block(text: Any, language: str) -> str:
+    """`text` as a fenced markdown code block in `language`, which no line of it ends."""
+    return f"{fence(str(text), 3)}{language}\n{text}\n{fence(str(text), 3)}"
 
 
 def _environment(lang: str) -> jinja2.Environment:
@@ -128,12 +125,12 @@ def _environment_of(lang: str, templates: Path, stamp: tuple) -> jinja2.Environm
                        format_sources={name: f.source for name, f in FORMATS.items()},
                        citations={m["key"]: m[0] for m in BIBTEX_ENTRY_RE.finditer(
                            (templates / "citations.bib").read_text(encoding="utf-8"))})
-    words = env.globals["t"] = env.get_template(f"{lang}.jinja").module  # (after the globals: its macros read them)
     env.filters.update(
-        json=json.dumps, code=code_span, public=public_value, cell=table_cell,
+        json=json.dumps, code=code_span, text=one_line, block=code_block, public=public_value, cell=table_cell,
         v=lambda value: fmt(value, words.unknown),
         metric=lambda value: words.undefined if value is None else fmt(value, words.unknown),  # null: NaN/inf
         p=lambda value: p_value(value, ".6g"))
+    words = env.globals["t"] = env.get_template(f"{lang}.jinja").module  # (after globals, filters: its macros use them)
     return env
 
 
@@ -233,15 +230,25 @@ def check_card(card_path: str | Path) -> dict[str, Any]:
                     f"{card_path} says split {split.name!r} has {split.num_examples} rows with features "
                     f"{info.features}, but load_dataset gives {len(ds)} rows with {ds.features}; re-run this notebook.")
             report["splits"][split.name] = {"num_examples": len(ds), "num_bytes": split.num_bytes}
-    report.update(features=list(info.features), placeholders=placeholders(card.text))
-    if report["placeholders"]:
-        raise DataError(f"{card_path} still holds template text {report['placeholders']}; this is a bug in repro.card.")
+    leftovers = {f.name: found for f in sorted(TEMPLATES.iterdir()) if (found := placeholders(template_text(f)))}
+    report.update(features=list(info.features), placeholders=[p for found in leftovers.values() for p in found])
+    if leftovers:
+        raise DataError(f"{card_path} was written from templates that hold unfinished text {report['placeholders']} "
+                        f"({', '.join(leftovers)} in {TEMPLATES}); this is a bug in repro.card.")
     return report
 
 
 def placeholders(text: str) -> list[str]:
-    """Template leftovers found in card text ("More Information needed", unfilled braces, ...)."""
-    return [p for p in PLACEHOLDERS if p.lower() in text.lower()]
+    """Template leftovers in `text` (unfilled braces, TODO, "More Information needed", ...), each once."""
+    return list(dict.fromkeys(m[0] for m in PLACEHOLDER_RE.finditer(text)))
+
+
+def template_text(path: Path) -> str:
+    """What a card template prints as it is (its literal text and strings; all of citations.bib), not the data it is
+    given: a column named `mastodon_url` is no TODO left in it."""
+    text = path.read_text(encoding="utf-8")
+    return text if path.suffix != ".jinja" else "\n".join(
+        value for _, kind, value in jinja2.Environment().lex(text) if kind in ("data", "string"))
 
 
 def preview_markdown(card_path: str | Path) -> str:

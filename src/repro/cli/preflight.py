@@ -62,7 +62,7 @@ class Check:
     ok: bool
     detail: str
     problem: str = "MISSING"  # the word a check that fails is shown with
-    note: str = ""  # the word of a check that passes but says what to weigh before the run (IDLE), shown at its start
+    note: str = ""  # the word of a check that passes but says what to weigh before the run (IDLE, NOTE), said first
 
     def line(self) -> str:
         return f"  {self.note or 'ok' if self.ok else self.problem:<7}  {self.what}: {self.detail}"
@@ -344,6 +344,18 @@ def process_checks(values: dict[str, Any]) -> list[Check]:
     return [Check(what, True, idle, note="IDLE") for what, idle in said if idle]
 
 
+def remote_code_checks(values: dict[str, Any]) -> list[Check]:
+    """A NOTE for each scorer given `trust_remote_code: true` (which a colleague's params file may set): transformers
+    then imports the Python files that come with its model."""
+    if "01_construct" not in (values.get("notebooks") or ()):
+        return []
+    scorers = [("scorer_options", values.get("scorer_options"), values.get("scorer_model")),
+               *((f"scorers[{s['name']}].options", s.get("options"), s["model"]) for s in values.get("scorers") or ())]
+    return [Check(what, True, f"trust_remote_code: true runs the Python code that comes with {model} (its folder or "
+                  "hub repository) on this machine as you: keep it only for a model whose code you have read or trust.",
+                  note="NOTE") for what, options, model in scorers if (options or {}).get("trust_remote_code")]
+
+
 def estimated_bytes(values: dict[str, Any]) -> int:
     """What the run will write into its run directory, roughly (texts of its rows, kept several times over; the
     margin alone when the row count is not known before loading the source)."""
@@ -388,9 +400,9 @@ def cache_checks(values: dict[str, Any], download: int) -> list[Check]:
 def preflight(values: dict[str, Any], run_root: Path, params_file: Path | None = None) -> list[Check]:
     """Every check, in the order one fixes them: machine, packages, inputs, caches, disk (params_file: the one run)."""
     inputs, download = input_checks(values, params_file)
-    return [*device_checks(values), *process_checks(values), *package_checks(values), *combination_checks(values),
-            *revision_checks(values), *inputs, *run_dataset_checks(values, run_root), *publish_checks(values),
-            *cache_checks(values, download), disk_check(values, run_root, download)]
+    return [*device_checks(values), *process_checks(values), *remote_code_checks(values), *package_checks(values),
+            *combination_checks(values), *revision_checks(values), *inputs, *run_dataset_checks(values, run_root),
+            *publish_checks(values), *cache_checks(values, download), disk_check(values, run_root, download)]
 
 
 def report(checks: list[Check], params_file: str | Path) -> str:
@@ -403,7 +415,7 @@ def report(checks: list[Check], params_file: str | Path) -> str:
 
 
 def say_notes(checks: list[Check]) -> None:
-    """The lines of the checks that passed with a note (IDLE): at a run's start, while a Ctrl-C costs nothing."""
+    """The lines of the checks that passed with a note (IDLE, NOTE): at a run's start, while a Ctrl-C costs nothing."""
     for check in checks:
         if check.ok and check.note:
             print(check.line(), flush=True)
