@@ -227,6 +227,13 @@ def rebased(value: Any, old: str | Path, new: str | Path) -> Any:
     return value
 
 
+def within(path: str | Path, folder: Path) -> bool:
+    """Whether `path` (a relative one taken from `folder`) lies inside `folder`, links followed: a path a run's own
+    files give (copied from anyone: `..`, absolute, through a link, a NUL) that a run removes, moves or publishes
+    must."""
+    return "\0" not in str(path) and folder.resolve() in Path(folder, path).resolve().parents
+
+
 def record_project(data: dict[str, Any], run: Path) -> Path:
     """The project root the paths of `run`'s record `data` were taken from (`start_run` records it); an older record's:
     the root its run_dir was in, where the run lies at the same place in its project now; else the root now."""
