@@ -851,7 +851,7 @@ def test_check_names_damaged_chunk_and_fingerprint_files_and_what_the_run_does_w
         code, line = said()
         assert code == 0 and line.endswith(
             "the last run was interrupted; 3 finished chunks in work/scoring cannot be told to be this run's: its "
-            "fingerprint.json is damaged (not JSON): they are set aside and computed again)"), line
+            "fingerprint.json is damaged (not what repro writes): they are set aside and computed again)"), line
         assert "are kept" not in line
 
 

@@ -104,8 +104,8 @@ def damaged_work(run: RunDir) -> tuple[list[tuple[int, str]], list[str]]:
         if digest_on_disk(folder) == "damaged":  # (as the run reads it; none: a run writes its own, uses the chunks)
             n, where = len(chunks), folder.relative_to(run.root)
             aside.append((n, f"{counted(n, 'finished chunk')} in {where} cannot be told to be this run's: its "
-                             f"{FINGERPRINT_FILE} is damaged (not JSON): {'it is' if n == 1 else 'they are'} set "
-                             f"aside and computed again"))
+                             f"{FINGERPRINT_FILE} is damaged (not what repro writes): "
+                             f"{'it is' if n == 1 else 'they are'} set aside and computed again"))
             continue
         for path in chunks:
             try:
