@@ -356,6 +356,19 @@ def test_card_built_from_a_run(tmp_path):
     assert {"dataset/README.md", "dataset/figures/score_ecdf.png"} <= set(manifest["outputs"])
 
 
+def test_03_card_refuses_a_run_whose_dataset_is_a_link_out_of_it_and_removes_nothing_there(tmp_path):
+    # dataset/ a link to another folder (a copied run): the card's set-aside of stale figures removed that folder's
+    run = make_run(tmp_path / "run")["run"]
+    theirs = tmp_path / "theirs"
+    shutil.move(run.dataset, theirs)
+    write_png(theirs / "figures" / "theirs.png")
+    run.dataset.symlink_to(theirs)
+    with pytest.raises(ParameterError, match=rf"run_dir: {run.root}'s dataset is a link to {theirs}, out of it: a run "
+                                             r"removes and writes files there, so it is refused"):
+        card_for(run.root)
+    assert sorted(p.name for p in (theirs / "figures").iterdir()) == ["theirs.png"]
+
+
 def test_num_bytes_equals_push_to_hub_on_real_rows(tmp_path, train_rows):
     """On real UltraFeedback rows (long texts), the card's num_bytes is push_to_hub's Arrow size of the same data."""
     rows = [{**{k: r[k] for k in SEED_FEATURES if k in r}, "reference_response": r["chosen"][-1]["content"][:200]}

@@ -1259,3 +1259,20 @@ def test_a_copied_runs_record_of_files_outside_it_never_has_them_removed(tmp_pat
     assert Manifest(failed).made_results()
     assert Manifest(failed).outputs({"outputs": {"nul\0.txt": {}, "metrics.json": {}}}) == {"metrics.json": {}}
 
+
+def test_a_run_folder_whose_parts_link_out_of_it_is_refused_before_any_work(previous_run, tmp_path, capsys,
+                                                                            stubbed_notebooks):
+    # dataset/ a link to another folder: --force removed the recorded files through it, then crashed ("Cannot call
+    # rmtree on a symbolic link"), leaving the run with no dataset/ nor notebooks/
+    other = tmp_path / "other"
+    shutil.move(previous_run.dataset, other)
+    previous_run.dataset.symlink_to(other)
+    before, theirs = files_of(previous_run.root), files_of(other)
+    args = ["demo", "--out", str(previous_run.root), "--set", "limit=8"]
+    assert main(["run", "--check", *args, "--force"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert (f"REFUSED run directory: {previous_run.root}'s dataset is a link to {other}, out of it: a run removes and "
+            f"writes files there, so it is refused, with --force too. Replace the link by a copy of what it leads to, "
+            f"or give the run another folder (--out, or run_dir in a notebook)") in out, out
+    assert main(["run", *args, "--force"]) == 2
+    assert files_of(previous_run.root) == before and files_of(other) == theirs and stubbed_notebooks == []

@@ -514,7 +514,15 @@ class RunDir:
                 if p.is_file() or p.is_dir() and any(p.iterdir())]
 
     def foreign_refusal(self, building: bool) -> str:
-        """Why a run may not write into this folder (`foreign`), and what to do; "" when it may."""
+        """Why a run may not write into this folder (one of its parts a link out of it, as in a copied folder, or
+        `foreign`), and what to do; "" when it may."""
+        work = [self.stage_work(s, t) for s in ("generation", "scoring") for t in (False, True)]
+        parts = (*self.folders(), self.work / "test", *work, self.manifest, self.card, self.metrics, self.compare,
+                 self.lock)
+        if link := next((p for p in parts if p.is_symlink() and not within(p, self.root)), None):
+            return (f"{self.root}'s {link.relative_to(self.root)} is a link to {link.resolve()}, out of it: a run "
+                    f"removes and writes files there, so it is refused, with --force too. Replace the link by a copy "
+                    f"of what it leads to, or give the run another folder (--out, or run_dir in a notebook)")
         if not (held := self.foreign(building)):
             return ""
         return (f"{self.root} holds {', '.join(held)} but no manifest.json, so no repro run made them: a run would "
