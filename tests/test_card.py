@@ -356,6 +356,39 @@ def test_card_built_from_a_run(tmp_path):
     assert {"dataset/README.md", "dataset/figures/score_ecdf.png"} <= set(manifest["outputs"])
 
 
+def test_03_card_refuses_a_run_whose_dataset_is_a_link_out_of_it_and_removes_nothing_there(tmp_path):
+    # dataset/ a link to another folder (a copied run): the card's set-aside of stale figures removed that folder's
+    run = make_run(tmp_path / "run")["run"]
+    theirs = tmp_path / "theirs"
+    shutil.move(run.dataset, theirs)
+    write_png(theirs / "figures" / "theirs.png")
+    run.dataset.symlink_to(theirs)
+    with pytest.raises(ParameterError, match=rf"run_dir: {run.root}'s dataset is a link to {theirs}, out of it: a run "
+                                             r"removes and writes files there, so it is refused"):
+        card_for(run.root)
+    assert sorted(p.name for p in (theirs / "figures").iterdir()) == ["theirs.png"]
+
+
+@pytest.mark.parametrize("png", ["{private}/id_rsa", "../../private/passport.png", "metrics.json", "figures/leak.png"])
+def test_a_figure_not_in_the_runs_figures_folder_is_neither_copied_nor_cited(tmp_path, png, capsys):
+    # metrics.json of a copied run named {"png": "/…/private/id_rsa"}, "../../private/passport.png": both were copied
+    # into the card's dataset/figures/ (the folder published) and shown by the card
+    run = make_run(tmp_path / "runs" / "run")["run"]
+    private = tmp_path / "private"
+    private.mkdir()
+    for name in ("id_rsa", "passport.png"):
+        (private / name).write_text("a private file")
+    (run.figures / "leak.png").symlink_to(private / "id_rsa")
+    metrics = json.loads(run.metrics.read_text())
+    metrics["figures"]["secret"] = {"png": png.format(private=private), "title": "Secret figure"}
+    run.metrics.write_text(json.dumps(metrics))
+    _, card = card_for(run.root)
+    assert sorted(p.name for p in run.card_figures.iterdir()) == ["score_distributions.png", "score_ecdf.png"]
+    assert "Secret figure" not in card.read_text()
+    assert f"metrics.json's figure secret ({png.format(private=private)}) is not in {run.figures}" in \
+        capsys.readouterr().err
+
+
 def test_num_bytes_equals_push_to_hub_on_real_rows(tmp_path, train_rows):
     """On real UltraFeedback rows (long texts), the card's num_bytes is push_to_hub's Arrow size of the same data."""
     rows = [{**{k: r[k] for k in SEED_FEATURES if k in r}, "reference_response": r["chosen"][-1]["content"][:200]}

@@ -21,6 +21,7 @@ from repro.manifest import Manifest
 from repro.construct import stages
 from repro.parameters import ConstructParams, GenerationParams, build, load_params_file
 from repro.paths import KERNEL, RunDir
+from repro.cli import run as runner
 from repro.cli.rerun import changed_parameters, clear_previous_run, writing
 from repro.cli.run import resolve_parameters
 from repro.revisions import run_fingerprint
@@ -850,7 +851,7 @@ def test_check_names_damaged_chunk_and_fingerprint_files_and_what_the_run_does_w
         code, line = said()
         assert code == 0 and line.endswith(
             "the last run was interrupted; 3 finished chunks in work/scoring cannot be told to be this run's: its "
-            "fingerprint.json is damaged (not JSON): they are set aside and computed again)"), line
+            "fingerprint.json is damaged (not what repro writes): they are set aside and computed again)"), line
         assert "are kept" not in line
 
 
@@ -1216,3 +1217,62 @@ def test_parameters_changed_part_way_through_a_kernels_run_say_this_kernel_was_r
     assert capsys.readouterr().err == (
         f"repro: The run in {ctx.run.root} is replaced: it stopped without finishing (killed?), and its parameters "
         f"changed (min_margin (0.3 there, 0.0 now)); {reused} can be.\n")
+
+
+def test_a_copied_runs_record_of_files_outside_it_never_has_them_removed(tmp_path, capsys, monkeypatch,
+                                                                          stubbed_notebooks):
+    # a run folder from a shared drive: its manifest's outputs named ../../victim.txt, an absolute path and
+    # notebooks/../../../victim2.txt; --force removed them (the absolute one then crashed, "ValueError: ... is not in
+    # the subpath", the folder half-cleared), and a failed run that "made nothing" but notebooks/.. without --force
+    run = made_run(tmp_path / "runs" / "demo")
+    victims = [tmp_path / "victim.txt", tmp_path / "x" / "victim.txt", tmp_path / "victim2.txt"]
+    for victim in victims:
+        victim.parent.mkdir(exist_ok=True)
+        victim.write_text("not the run's")
+    keys = ["../../victim.txt", str(victims[1]), "notebooks/../../../victim2.txt"]
+    with Manifest(run).edit() as data:
+        data["outputs"].update(dict.fromkeys(keys, {"sha256": "0" * 64, "bytes": 13}))
+    monkeypatch.setattr(runner, "run_notebooks", lambda values, root, **kw: 0)
+    assert main(["run", "demo", "--out", str(run.root), "--set", "limit=8", "--force"]) == 0
+    out = capsys.readouterr().out
+    assert [v.read_text() for v in victims] == ["not the run's"] * 3
+    assert not run.figures.exists() and not run.dataset.exists() and not (run.root / "compare.json").exists()
+    assert out.count("victim") == 3, out  # said once
+    assert f"; its record also names {', '.join(keys)}, outside {run.root}: left alone\n" in out, out
+    # a failed run whose only output is a notebook (and a key leading out through notebooks/) is replaced unforced
+    failed = RunDir(tmp_path / "runs" / "failed")
+    values = {**load_params_file(ROOT / "params" / "demo.yaml", ["mini_count=100"]), "run_dir": str(failed.root)}
+    Manifest(failed).start_run(resolve_parameters(values), ["01_construct", "02_analyze", "03_card"])
+    failed.notebooks.mkdir(parents=True)
+    (failed.notebooks / "01_construct.ipynb").write_text("{}")
+    Manifest(failed).add_outputs(failed.notebooks / "01_construct.ipynb")
+    with Manifest(failed).edit() as data:
+        data["outputs"]["notebooks/../../../victim2.txt"] = {"sha256": "0" * 64, "bytes": 13}
+    Manifest(failed).finish_run("failed", "DataError: 40 rows cannot be cut into mini_count=100 minis")
+    assert not Manifest(failed).made_results()
+    assert main(["run", "demo", "--out", str(failed.root)]) == 0
+    assert victims[2].read_text() == "not the run's" and not failed.notebooks.exists()
+    # a result recorded by a path through notebooks/ is one all the same
+    (failed.root / "metrics.json").write_text("{}")
+    with Manifest(failed).edit() as data:
+        data["outputs"] = {"notebooks/../metrics.json": {"sha256": "0" * 64, "bytes": 2}}
+    assert Manifest(failed).made_results()
+    assert Manifest(failed).outputs({"outputs": {"nul\0.txt": {}, "metrics.json": {}}}) == {"metrics.json": {}}
+
+
+def test_a_run_folder_whose_parts_link_out_of_it_is_refused_before_any_work(previous_run, tmp_path, capsys,
+                                                                            stubbed_notebooks):
+    # dataset/ a link to another folder: --force removed the recorded files through it, then crashed ("Cannot call
+    # rmtree on a symbolic link"), leaving the run with no dataset/ nor notebooks/
+    other = tmp_path / "other"
+    shutil.move(previous_run.dataset, other)
+    previous_run.dataset.symlink_to(other)
+    before, theirs = files_of(previous_run.root), files_of(other)
+    args = ["demo", "--out", str(previous_run.root), "--set", "limit=8"]
+    assert main(["run", "--check", *args, "--force"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert (f"REFUSED run directory: {previous_run.root}'s dataset is a link to {other}, out of it: a run removes and "
+            f"writes files there, so it is refused, with --force too. Replace the link by a copy of what it leads to, "
+            f"or give the run another folder (--out, or run_dir in a notebook)") in out, out
+    assert main(["run", *args, "--force"]) == 2
+    assert files_of(previous_run.root) == before and files_of(other) == theirs and stubbed_notebooks == []

@@ -178,8 +178,8 @@ def test_a_damaged_fingerprint_file_sets_the_chunks_aside_saying_so(tmp_path, pr
     assert run_chunked(prompts, fn, work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10) == _digest_all(prompts)
     assert sum(len(c) for c in fn.calls) == len(prompts)  # no telling what they were made with: made again
     assert capsys.readouterr().err == (f"repro: 6 finished chunks in {tmp_path} cannot be told to be this work's: "
-                                       f"its fingerprint.json is damaged (not JSON); they are set aside in "
-                                       f"{tmp_path / 'stale-damaged'} (not reused).\n")
+                                       f"its fingerprint.json is damaged (not what repro writes); they are set aside "
+                                       f"in {tmp_path / 'stale-damaged'} (not reused).\n")
     # one chunk: said in the singular ("1 finished chunk(s) ... they are" read like a form), here and when stopped
     run_chunked(prompts[:3], CountingFn(), work_dir=tmp_path / "one", fingerprint={"job": "a"}, chunk_size=10)
     run_chunked(prompts[:3], CountingFn(), work_dir=tmp_path / "one", fingerprint={"job": "b"}, chunk_size=10)
@@ -187,6 +187,22 @@ def test_a_damaged_fingerprint_file_sets_the_chunks_aside_saying_so(tmp_path, pr
     assert capsys.readouterr().err == (f"repro: 1 finished chunk in {tmp_path / 'one'} was made with other settings: "
                                        f"job ('a' there, 'b' now); it is set aside in {stale} (not reused).\n")
     assert safe_chunks(tmp_path / "one") == f"1 finished chunk (every stage's) is safe in {tmp_path / 'one'}"
+
+
+def test_a_digest_that_is_a_path_is_a_damaged_fingerprint_and_moves_nothing_out_of_the_run(tmp_path, prompts,
+                                                                                             capsys):
+    # a copied run's work/scoring/fingerprint.json, digest "../../../../../outside" (and a folder stale-.. beside it):
+    # the set-aside made <run>/../outside and moved the chunks and the fingerprint file there, out of the run
+    work = tmp_path / "run" / "work" / "scoring"
+    run_chunked(prompts, CountingFn(), work_dir=work, fingerprint={"job": "a"}, chunk_size=10)
+    (work / "stale-..").mkdir()
+    fingerprint = json.loads((work / "fingerprint.json").read_text())
+    (work / "fingerprint.json").write_text(json.dumps({**fingerprint, "digest": "../../../../../outside"}))
+    assert run_chunked(prompts, CountingFn(), work_dir=work, fingerprint={"job": "a"}, chunk_size=10) == \
+        _digest_all(prompts)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    assert len(list((work / "stale-damaged").glob("chunk-*.json"))) == 6
+    assert "its fingerprint.json is damaged (not what repro writes)" in capsys.readouterr().err
 
 
 def test_shares_cover_the_chunks_once_and_merge_to_the_single_process_result(tmp_path, prompts):

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import pkgutil
+import re
 import shutil
 import signal
 import subprocess
@@ -90,14 +91,16 @@ def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
 
 
 def digest_on_disk(work_dir: Path) -> str | None:
-    """The digest of `work_dir`'s work: None where none is (or being moved now), "damaged" where it is not JSON."""
+    """The digest of `work_dir`'s work: None where none is (or being moved now), "damaged" where it is not JSON with a
+    digest as `fingerprint_of` writes it (hex, never a path: a set-aside folder is named by it)."""
     try:
         found = json.loads((work_dir / FINGERPRINT_FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except ValueError:  # (not JSON, not UTF-8)
         return "damaged"
-    return found.get("digest") if isinstance(found, dict) else "damaged"
+    digest = found.get("digest") if isinstance(found, dict) else None
+    return digest if isinstance(digest, str) and re.fullmatch("[0-9a-f]+", digest) else "damaged"
 
 
 def _from_row_cache(cache: RowCache, rows: Sequence[Any]) -> str:
@@ -141,8 +144,8 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any], cache: RowCach
         if chunks:
             was, they = ("was", "it is") if len(chunks) == 1 else ("were", "they are")
             made = " and ".join(filter(None, [by, differ and f"with other settings: {differ}"]))
-            why = (f"cannot be told to be this work's: its {FINGERPRINT_FILE} is damaged (not JSON)" if old == "damaged"
-                   else f"{was} made {made or 'with other settings'}")
+            why = (f"cannot be told to be this work's: its {FINGERPRINT_FILE} is damaged (not what repro writes)"
+                   if old == "damaged" else f"{was} made {made or 'with other settings'}")
             notice(f"{counted(len(chunks), 'finished chunk')} in {work_dir} {why}; {they} set aside in {stale} "
                    f"({reused}).")
     if not fp_path.exists():

@@ -25,7 +25,7 @@ from .errors import DataError, Interrupted, ParameterError, listed, notice
 from .jobs import atomic_write_json, json_default, safe_chunks
 from .parameters import RUN_KEYS, differing, notebook_fields, unused_generation
 from .paths import (LOCK_NAME, SELFCHECK_JSON, STAND_IN_MARKER, RunDir, checkout_root, project_root, rebased,
-                    record_project, resolve_user_path, shipped)
+                    record_project, resolve_user_path, shipped, within)
 
 TRACKED_PACKAGES = ("repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
                     "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm")
@@ -405,7 +405,7 @@ class Manifest:
                 changed = [part for part in changed if part in ("code", "packages")]
             said = f"its {' and '.join([', '.join(changed[:-1]), changed[-1]] if changed[1:] else changed)} changed"
             return f"its notebook list differs{' and ' + said if changed else ''}" if listed_apart else said
-        for relative, out in (data.get("outputs") or {}).items():
+        for relative, out in self.outputs(data).items():
             if not (self.run.root / relative).is_file() or sha256_file(self.run.root / relative) != out.get("sha256"):
                 return f"its output {relative} is gone or was changed"
         cited = find_selfcheck(self.run.root, selfcheck)  # (a run without the card cites none)
@@ -454,10 +454,15 @@ class Manifest:
         status = self.read().get("status")
         return None if status == "running" and self.run.writer() is not None else LAST_RUN.get(status)
 
+    def outputs(self, data: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The outputs the record (`data`, else the manifest) names inside the run: a key naming a file elsewhere (a
+        copied run's record may) is none of its own, never read nor removed."""
+        return {k: v for k, v in ((data or self.read()).get("outputs") or {}).items() if within(k, self.run.root)}
+
     def made_results(self) -> bool:
         """Whether the recorded run made anything but executed notebooks (else nothing to keep; work/ stays anyway)."""
-        outputs = self.read().get("outputs") or {}
-        return bool(self.run.shards()) or any(Path(k).parts[0] != self.run.notebooks.name for k in outputs)
+        return bool(self.run.shards()) or any(Path(self.run.relative(self.run.root / k)).parts[0] !=
+                                              self.run.notebooks.name for k in self.outputs())
 
     def refuse_other_parameters(self, parameters: dict[str, Any], notebook: str) -> dict[str, tuple[Any, Any]]:
         """A notebook on its own (papermill, JupyterLab) refuses a run of other parameters there, as `repro run`;

@@ -227,6 +227,13 @@ def rebased(value: Any, old: str | Path, new: str | Path) -> Any:
     return value
 
 
+def within(path: str | Path, folder: Path) -> bool:
+    """Whether `path` (a relative one taken from `folder`) lies inside `folder`, links followed: a path a run's own
+    files give (copied from anyone: `..`, absolute, through a link, a NUL) that a run removes, moves or publishes
+    must."""
+    return "\0" not in str(path) and folder.resolve() in Path(folder, path).resolve().parents
+
+
 def record_project(data: dict[str, Any], run: Path) -> Path:
     """The project root the paths of `run`'s record `data` were taken from (`start_run` records it); an older record's:
     the root its run_dir was in, where the run lies at the same place in its project now; else the root now."""
@@ -507,7 +514,15 @@ class RunDir:
                 if p.is_file() or p.is_dir() and any(p.iterdir())]
 
     def foreign_refusal(self, building: bool) -> str:
-        """Why a run may not write into this folder (`foreign`), and what to do; "" when it may."""
+        """Why a run may not write into this folder (one of its parts a link out of it, as in a copied folder, or
+        `foreign`), and what to do; "" when it may."""
+        work = [self.stage_work(s, t) for s in ("generation", "scoring") for t in (False, True)]
+        parts = (*self.folders(), self.work / "test", *work, self.manifest, self.card, self.metrics, self.compare,
+                 self.lock)
+        if link := next((p for p in parts if p.is_symlink() and not within(p, self.root)), None):
+            return (f"{self.root}'s {link.relative_to(self.root)} is a link to {link.resolve()}, out of it: a run "
+                    f"removes and writes files there, so it is refused, with --force too. Replace the link by a copy "
+                    f"of what it leads to, or give the run another folder (--out, or run_dir in a notebook)")
         if not (held := self.foreign(building)):
             return ""
         return (f"{self.root} holds {', '.join(held)} but no manifest.json, so no repro run made them: a run would "

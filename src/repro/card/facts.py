@@ -20,14 +20,14 @@ from datasets import Features, Value
 from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATURES, column_values, prompt_id_of,
                           response_texts, same_responses, score_array, scores_digest, split_files,
                           write_split)
-from ..errors import DataError, ParameterError
+from ..errors import DataError, ParameterError, notice
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import GIVEN_MARGIN, given_margins, holds_scores, refused_scores, refused_turns, trl_lacks
 from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, committed
 from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams, GenerationParams, idle_parameters,
                           one_line, read_params_yaml, resolve_parameters, set_option, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
-                     reads_as_hub_id, shipped)
+                     reads_as_hub_id, shipped, within)
 from ..revisions import strings_in
 from ..sources import held_splits, load_source, read_parquet
 from ..subject import (claim, dataset_or_own, declared_scorer, declared_stand_ins, is_own_dataset, read_as_pairrm,
@@ -738,14 +738,19 @@ def _read_splits(dataset_dir: Path, *mains: str | None) -> tuple[Features, list[
 
 
 def _figures(run: RunDir, metrics: dict[str, Any] | None) -> list[tuple[Path, str]]:
-    """(PNG, caption) of the run's figures: in metrics.json's order with its titles, else every PNG by name."""
+    """(PNG, caption) of the run's figures: in metrics.json's order with its titles, else every PNG by name; only those
+    in its figures/ (a copied run's metrics.json may name any file: one elsewhere is said, never published)."""
     listed = (metrics or {}).get("figures")
-    if isinstance(listed, dict):
-        out = [(run.root / f["png"], str(f.get("title") or name)) for name, f in listed.items()
-               if isinstance(f, dict) and f.get("png") and (run.root / f["png"]).is_file()]
-        if out:
-            return out
-    return [(png, png.stem.replace("_", " ")) for png in sorted(run.figures.glob("*.png"))]  # none if no folder
+    out = []
+    for name, f in listed.items() if isinstance(listed, dict) else ():
+        if isinstance(f, dict) and f.get("png") and (png := run.root / f["png"]).is_file():
+            if within(png, run.figures):
+                out.append((png, str(f.get("title") or name)))
+            else:
+                notice(f"metrics.json's figure {name} ({f['png']}) is not in {run.figures}: the card neither copies "
+                       f"nor shows it.")
+    return out or [(png, png.stem.replace("_", " ")) for png in sorted(run.figures.glob("*.png"))  # none if no folder
+                   if within(png, run.figures)]
 
 
 def public_value(value: Any) -> Any:

@@ -104,8 +104,8 @@ def damaged_work(run: RunDir) -> tuple[list[tuple[int, str]], list[str]]:
         if digest_on_disk(folder) == "damaged":  # (as the run reads it; none: a run writes its own, uses the chunks)
             n, where = len(chunks), folder.relative_to(run.root)
             aside.append((n, f"{counted(n, 'finished chunk')} in {where} cannot be told to be this run's: its "
-                             f"{FINGERPRINT_FILE} is damaged (not JSON): {'it is' if n == 1 else 'they are'} set "
-                             f"aside and computed again"))
+                             f"{FINGERPRINT_FILE} is damaged (not what repro writes): "
+                             f"{'it is' if n == 1 else 'they are'} set aside and computed again"))
             continue
         for path in chunks:
             try:
@@ -302,7 +302,7 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
 def previous_outputs(run: RunDir) -> list[Path]:
     """What replacing the run there removes, those there: its recorded files, then its outputs' folders and records
     (not work/ nor self-checks)."""
-    recorded = [run.root / relative for relative in Manifest(run).read().get("outputs") or {}]
+    recorded = [run.root / relative for relative in Manifest(run).outputs()]
     return list(dict.fromkeys([*(p for p in recorded if p.is_file()), *(p for p in (
         run.notebooks, run.dataset, run.figures, run.tables, run.metrics, run.compare, run.manifest) if p.exists())]))
 
@@ -319,13 +319,17 @@ def read_from_outputs(run: RunDir, parameters: dict[str, Any]) -> list[str]:
 def clear_previous_run(run: RunDir) -> list[str]:
     """Remove what a previous run made but work/ and self-checks; returns what went, relative to the run."""
     removed = previous_outputs(run)
-    for path in removed:
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    for path in removed:  # (a file may be named twice: notebooks/../metrics.json)
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     return [str(path.relative_to(run.root)) for path in removed]
 
 
 def replace_run(run: RunDir, force: bool) -> None:
-    """Remove what the previous run made (`--force`, or a run that made nothing) and say so."""
+    """Remove what the previous run made (`--force`, or a run that made nothing) and say so (and what its record names
+    out of it, left alone)."""
+    data = Manifest(run).read()
+    elsewhere = [k for k in data.get("outputs") or {} if k not in Manifest(run).outputs(data)]
     removed = clear_previous_run(run)
     print(f"repro run: {'--force: ' if force else ''}removed the previous run's {', '.join(removed) or 'nothing'} "
-          f"from {run.root}")
+          f"from {run.root}" + f"; its record also names {', '.join(elsewhere)}, outside {run.root}: left alone" *
+          bool(elsewhere))
