@@ -247,6 +247,14 @@ def _same_model(scorer: dict[str, Any] | None, checked: list[dict[str, Any]]) ->
     return True if scorer in checked else False if all(map(other, checked)) else None
 
 
+def same_scoring_code(selfcheck: str | Path, code: str | None) -> bool | None:
+    """Whether the self-check `selfcheck` (its selfcheck.json) ran the scoring code of digest `code` (a score stage's
+    record); None: not known (either not recorded: an older repro's, or the file gone). Asked again when a card is
+    made: the rows may have been scored again since a run recorded its self-check."""
+    checked = (_read_selfcheck(Path(selfcheck)).get("environment") or {}).get("scoring_code")
+    return checked == code if checked and code else None
+
+
 def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None, code: str | None = None
                       ) -> dict[str, Any]:
     """What a manifest records of a self-check: verdict, device, versions, model and scoring code (whether they are
@@ -265,7 +273,7 @@ def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None, co
         "reference_model": settings.get("reference_model_label"), "rows": settings.get("rows"),
         "versions": versions, "same_versions_as_run": all(installed.get(k) == v for k, v in versions.items()),
         "same_model_as_run": _same_model(scorer, checked),
-        "same_code_as_run": env["scoring_code"] == code if code and env.get("scoring_code") else None,
+        "same_code_as_run": same_scoring_code(path, code),
         "checks": {c["name"]: c["status"] for c in record.get("checks", [])},
         "not_run": [c["name"] for c in record.get("checks", []) if c.get("status") == "not run"],
         "file": str(path), "sha256": sha256_file(path),

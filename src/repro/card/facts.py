@@ -23,7 +23,7 @@ from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATU
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import GIVEN_MARGIN, given_margins, holds_scores, refused_scores, refused_turns, trl_lacks
-from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, committed
+from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, committed, same_scoring_code
 from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams, GenerationParams, idle_parameters,
                           read_params_yaml, resolve_parameters, set_option, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
@@ -629,7 +629,9 @@ def gather_facts(params: "CardParams") -> CardFacts:
         mine = facts.source_kind != "other" and (not facts.generation or facts.generation.get("stand_in"))
         facts.license = facts.license or (BUILT_LICENSE if mine else None)
         facts.scorers = list(manifest.get("scorers") or [])
-        facts.selfcheck = manifest.get("selfcheck") or None
+        if check := manifest.get("selfcheck"):  # the code that scored the rows as recorded now (see same_scoring_code)
+            facts.selfcheck = {**check, "same_code_as_run": same_scoring_code(
+                check.get("file") or "", (facts.stages.get("score") or {}).get("code"))}
         facts.test_split = manifest.get("test_split") or None
         kept = facts.counts.get("kept")
         if isinstance(kept, int) and kept != facts.num_examples:
