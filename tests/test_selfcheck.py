@@ -395,6 +395,7 @@ def test_a_self_check_of_other_scoring_code_is_cited_as_such(tmp_path, sample_di
         if rescored:  # 01_construct run again on its own (papermill, JupyterLab) by other code: its record's code
             with manifest.edit() as data:
                 data["stages"]["score"]["code"] = rescored
+            (tmp_path / "check" / "selfcheck.json").unlink()  # (as recorded: the run's folder may have moved since)
         facts = repro_card.gather_facts(CardParams(run_dir=str(run)))  # the card as 03_card makes it
         en, zh = (repro_card.render_section(facts, "selfcheck", lang) for lang in ("en", "zh"))
         return {"same": check["same_code_as_run"], "said": said, "en": en, "zh": zh}

@@ -629,9 +629,10 @@ def gather_facts(params: "CardParams") -> CardFacts:
         mine = facts.source_kind != "other" and (not facts.generation or facts.generation.get("stand_in"))
         facts.license = facts.license or (BUILT_LICENSE if mine else None)
         facts.scorers = list(manifest.get("scorers") or [])
-        if check := manifest.get("selfcheck"):  # the code that scored the rows as recorded now (see same_scoring_code)
-            facts.selfcheck = {**check, "same_code_as_run": same_scoring_code(
-                check.get("file") or "", (facts.stages.get("score") or {}).get("code"))}
+        facts.selfcheck = manifest.get("selfcheck") or None
+        if facts.selfcheck and "scoring_code" in facts.selfcheck:  # with the code that scored the rows as recorded now
+            facts.selfcheck["same_code_as_run"] = same_scoring_code(  # (an older repro's record: as it was recorded)
+                facts.selfcheck["scoring_code"], (facts.stages.get("score") or {}).get("code"))
         facts.test_split = manifest.get("test_split") or None
         kept = facts.counts.get("kept")
         if isinstance(kept, int) and kept != facts.num_examples:

@@ -16,7 +16,7 @@ from ..errors import Busy, DataError, counted, listed
 from ..family import Member
 from ..jobs import FINGERPRINT_FILE, digest_on_disk, finished_chunks, made_by, read_chunk
 from ..manifest import (CITES_SELFCHECK, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest, as_recorded,
-                        find_selfcheck, same_scoring_code)
+                        find_selfcheck, selfcheck_summary)
 from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, differing, notebook_fields, set_option
 from ..paths import WRITING_ENV, RunDir, row_cache_dir, wait_advice
 from ..revisions import GENERATION_CODE, SCORING_CODE, hub_commit, local_content, python_digest
@@ -225,7 +225,7 @@ def selfcheck_check(run: RunDir, given: str | None, notebooks: Sequence[str]) ->
     """Where the card `notebooks` make cites a self-check of other scoring code than the run's, or not known to be of
     the same, a line that says so (as the card does)."""
     found = find_selfcheck(run.root, given) if any(nb in CITES_SELFCHECK for nb in notebooks) else None
-    same = found and same_scoring_code(found, scoring_code(run, notebooks))
+    same = found and selfcheck_summary(found, code=scoring_code(run, notebooks))["same_code_as_run"]
     said = {False: " ran other scoring code than this run", None: ": whether it ran this run's scoring code is not "
             "recorded"}.get(same) if found else None
     return [Check("selfcheck", True, f"{found}{said} (the card says so)", note="NOTE")] if said else []
