@@ -1598,6 +1598,25 @@ def test_a_member_refused_at_its_turn_is_named_apart_from_the_failed_with_what_t
         "failed", "not every member is complete: mini_index-0 failed; mini_index-1 refused at its turn")
 
 
+def test_check_on_a_family_citing_a_self_check_of_other_scoring_code_says_so_once(tmp_path, capsys, monkeypatch):
+    # `repro run --check` says where the card will cite a self-check of other scoring code than the run's; a family's
+    # --check (and --member's) said nothing of it, its members' cards all saying so
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    check = tmp_path / "check" / "selfcheck.json"
+    check.parent.mkdir()
+    check.write_text(json.dumps({"tool": "repro selfcheck", "when": "2026-12-01T00:00:00+00:00", "verdict": "PASS",
+                                 "environment": {"scoring_code": "0123456789abcdef"}}))
+    family = ["run", str(DEMO_FAMILY), "--out", str(tmp_path / "fam"), "--set", f"selfcheck={check}", "--set",
+              "notebooks=[01_construct,02_analyze,03_card]", "--check"]
+    said = f"selfcheck{{}}: {check} ran other scoring code than this run (the card says so)"
+    assert cli.main(family) == 0
+    assert [line for line in capsys.readouterr().out.splitlines() if "NOTE" in line] == [
+        "  NOTE     " + said.format(" (every member)")]
+    assert cli.main([*family, "--member", "mini_1"]) == 0
+    assert [line for line in capsys.readouterr().out.splitlines() if "NOTE" in line] == [
+        "  NOTE     " + said.format(" (member mini_1)")]
+
+
 def test_a_member_whose_only_change_is_a_new_self_check_makes_only_its_card_again(tmp_path, monkeypatch, capsys):
     # `repro selfcheck --report` into a complete member: --check said "03_card runs again", and the family ran its
     # 01_construct, 02_analyze and 03_card (a run alone made only the card: rerun.executed)

@@ -2,9 +2,12 @@
 from a JupyterLab kernel in notebooks/; hub ids and built-in specs are left alone; nothing lands elsewhere."""
 
 import ast
+import fcntl
 import json
 import multiprocessing
+import os
 import re
+import subprocess
 import sys
 import unicodedata
 import uuid
@@ -371,6 +374,27 @@ def _ask_who_writes(root, asking, stop):  # (a process of its own: --check, 05_f
     while not stop.is_set():
         paths.RunDir(root).writer()
         asking.set()
+
+
+def test_a_run_killed_holding_its_folder_never_turns_away_the_next_one_beside_a_probe(tmp_path, monkeypatch):
+    """A `repro run` killed (SIGKILL, the OOM killer) leaves its text in the lock file; the next run, taking the
+    folder in the instant a probe (`RunDir.writer`) held it, was refused at once as BUSY, naming the dead pid. A live
+    holder is still refused at once, by its text."""
+    lock = paths.RunDir(tmp_path).lock
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for pid, taken in ((dead.pid, True), (os.getpid(), False)):
+        lock.write_text(f"`repro run` (pid {pid}, since 2026-12-07 13:47:50)", encoding="utf-8")
+        probe = open(lock, encoding="utf-8")  # (another open file: its flock is another holder's, as a probe's)
+        fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        monkeypatch.setattr(paths.time, "sleep", lambda seconds: probe.close())  # the probe lets go meanwhile
+        held = paths.take_lock(lock, "repro run")
+        probe.close()
+        assert isinstance(held, str) != taken, (pid, held)
+        if taken:
+            paths.let_go(held)
+        else:
+            assert held == f"`repro run` (pid {pid}, since 2026-12-07 13:47:50)"
 
 
 def test_asking_who_writes_a_run_folder_never_turns_away_a_run_taking_it(tmp_path):

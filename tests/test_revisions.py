@@ -7,6 +7,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import huggingface_hub
 from huggingface_hub import constants
 
 from repro import revisions
@@ -84,8 +85,6 @@ def test_model_identity_of_a_folder_leaves_out_the_hubs_local_dir_metadata(tmp_p
 
 def _fake_hub(tmp_path, monkeypatch, commit):
     """A hub cache in `tmp_path` and a stand-in for the download of one file from the hub at `commit`."""
-    import repro.revisions as revisions
-
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
@@ -102,8 +101,18 @@ def _fake_hub(tmp_path, monkeypatch, commit):
             (repo / "refs" / "main").write_text(commit)
         return str(repo / "snapshots" / at / filename)
 
-    monkeypatch.setattr(revisions, "hf_hub_download", download)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)  # (as a mirror's set-up, after repro's import)
     return asked
+
+
+def test_the_local_hub_cache_is_asked_through_huggingface_hub_as_it_is_at_each_call(tmp_path, monkeypatch):
+    # revisions kept huggingface_hub's downloads as they were when repro was imported: a mirror's set-up (or a test)
+    # replacing them later was ignored there, and the real hub asked (24 s of retries offline)
+    asked = []
+    monkeypatch.setattr(huggingface_hub, "snapshot_download",
+                        lambda repo_id, **kw: asked.append((repo_id, kw)) or str(tmp_path / ("e" * 40)))
+    assert revisions.hub_commit("owner/rows", "v1") == "e" * 40
+    assert asked == [("owner/rows", {"repo_type": "dataset", "revision": "v1", "local_files_only": True})]
 
 
 def test_a_hub_model_not_yet_downloaded_is_identified_as_after_its_download(tmp_path, monkeypatch):

@@ -18,6 +18,7 @@ from conftest import MAIN, PINNED
 from repro import card as repro_card
 from repro import cli
 from repro.errors import ModelLoadError, ParameterError
+from repro.parameters import CardParams
 from repro.manifest import Manifest, find_selfcheck, selfcheck_summary
 from repro.paths import RunDir, default_run_dir
 from repro.cli.rerun import scoring_code
@@ -379,7 +380,7 @@ def test_a_self_check_of_other_scoring_code_is_cited_as_such(tmp_path, sample_di
     card = ["run", str(ROOT / "params" / "demo.yaml"), "--out", str(run), "--set", "notebooks=[03_card]",
             "--set", f"selfcheck={tmp_path / 'check'}"]
 
-    def cited(code: str | None, scored: str | None = work["code"]) -> dict:
+    def cited(code: str | None, scored: str | None = work["code"], rescored: str | None = None) -> dict:
         (tmp_path / "check").mkdir(exist_ok=True)
         env = {k: v for k, v in report["environment"].items() if k != "scoring_code"}
         (tmp_path / "check" / "selfcheck.json").write_text(json.dumps(  # (another file each: the card runs again)
@@ -391,8 +392,11 @@ def test_a_self_check_of_other_scoring_code_is_cited_as_such(tmp_path, sample_di
         said = [line for line in capsys.readouterr().out.splitlines() if "scoring code" in line]
         assert cli.main(card) == 0
         check = manifest.read()["selfcheck"]
-        facts = repro_card.CardFacts(run=RunDir(run), title="t", features=None, splits=[], built_here=True,
-                                     license="mit", language=["en"], selfcheck=check)
+        if rescored:  # 01_construct run again on its own (papermill, JupyterLab) by other code: its record's code
+            with manifest.edit() as data:
+                data["stages"]["score"]["code"] = rescored
+            (tmp_path / "check" / "selfcheck.json").unlink()  # (as recorded: the run's folder may have moved since)
+        facts = repro_card.gather_facts(CardParams(run_dir=str(run)))  # the card as 03_card makes it
         en, zh = (repro_card.render_section(facts, "selfcheck", lang) for lang in ("en", "zh"))
         return {"same": check["same_code_as_run"], "said": said, "en": en, "zh": zh}
 
@@ -413,6 +417,12 @@ def test_a_self_check_of_other_scoring_code_is_cited_as_such(tmp_path, sample_di
         assert found["same"] is None and unknown[0] in found["en"] and unknown[1] in found["zh"]
         assert found["said"] == [f"  NOTE     selfcheck: {tmp_path / 'check' / 'selfcheck.json'}: whether it ran this "
                                  f"run's scoring code is not recorded (the card says so)"], found["said"]
+    # the rows scored again after the run that recorded the self-check, by other code or by the self-check's: the
+    # card compares the code that scored them when it is made (it cited the verdict recorded before, either way)
+    again = cited(work["code"], rescored="0123456789abcdef")
+    assert again["same"] is True and other[0] in again["en"] and other[1] in again["zh"]
+    again = cited("0123456789abcdef", rescored="0123456789abcdef")
+    assert again["same"] is False and "scoring code" not in again["en"] and "评分代码" not in again["zh"]
     # a run that scores again: its code is the one installed (its record's is the last run's)
     assert scoring_code(RunDir(run), ["01_construct", "03_card"]) == work["code"] != scoring_code(RunDir(run), [])
 

@@ -247,6 +247,13 @@ def _same_model(scorer: dict[str, Any] | None, checked: list[dict[str, Any]]) ->
     return True if scorer in checked else False if all(map(other, checked)) else None
 
 
+def same_scoring_code(checked: str | None, code: str | None) -> bool | None:
+    """Whether a self-check that ran the scoring code of digest `checked` ran `code` (a score stage's record); None:
+    not known (either not recorded: an older repro's). Asked again when a card is made from what is recorded then:
+    the rows may have been scored again, by other code, since a run recorded its self-check."""
+    return checked == code if checked and code else None
+
+
 def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None, code: str | None = None
                       ) -> dict[str, Any]:
     """What a manifest records of a self-check: verdict, device, versions, model and scoring code (whether they are
@@ -265,7 +272,7 @@ def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None, co
         "reference_model": settings.get("reference_model_label"), "rows": settings.get("rows"),
         "versions": versions, "same_versions_as_run": all(installed.get(k) == v for k, v in versions.items()),
         "same_model_as_run": _same_model(scorer, checked),
-        "same_code_as_run": env["scoring_code"] == code if code and env.get("scoring_code") else None,
+        "scoring_code": env.get("scoring_code"), "same_code_as_run": same_scoring_code(env.get("scoring_code"), code),
         "checks": {c["name"]: c["status"] for c in record.get("checks", [])},
         "not_run": [c["name"] for c in record.get("checks", []) if c.get("status") == "not run"],
         "file": str(path), "sha256": sha256_file(path),

@@ -13,6 +13,8 @@ import unicodedata
 from pathlib import Path
 from typing import IO, Any, Callable, Literal
 
+import psutil
+
 from .errors import ModelLoadError, ParameterError, ReproError, did_you_mean, unicode_form
 
 SPLIT = "train_prefs"
@@ -450,8 +452,11 @@ def take_lock(path: Path, who: str, waiting: Callable[[str], Any] | None = None)
             break
         except BlockingIOError:
             held.seek(0)
-            if not (holder := held.read().strip()) and tries > 1:  # no name: a probe's shared lock for an instant
-                time.sleep(0.01)  # (`RunDir.writer`: --check, 05_family), or a holder yet to write it: asked again
+            named = re.search(r"\(pid (\d+),", holder := held.read().strip())
+            if tries > 1 and not (named and psutil.pid_exists(int(named[1]))):
+                # no live holder named: a probe's shared lock for an instant (`RunDir.writer`: --check, 05_family),
+                # beside a holder yet to write its name, or a dead one's (killed, its text left): asked again
+                time.sleep(0.01)
                 continue
             if waiting is None:
                 held.close()

@@ -11,8 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import huggingface_hub
-from huggingface_hub import constants, hf_hub_download, snapshot_download, try_to_load_from_cache
+import huggingface_hub  # (its downloads looked up at each use: what a test or a mirror's set-up replaces)
+from huggingface_hub import constants, try_to_load_from_cache
 from huggingface_hub.errors import LocalEntryNotFoundError
 
 from .errors import ModelLoadError, ParameterError
@@ -146,7 +146,8 @@ def python_digest(*paths: Path) -> str:
 def hub_snapshot(repo_id: str, revision: str | None = None, repo_type: str = "dataset") -> Path | None:
     """The folder of a hub repository in the local hub cache (where `hf download` puts it), or None."""
     try:
-        return Path(snapshot_download(repo_id, repo_type=repo_type, revision=revision, local_files_only=True))
+        return Path(huggingface_hub.snapshot_download(repo_id, repo_type=repo_type, revision=revision,
+                                                      local_files_only=True))
     except (LocalEntryNotFoundError, OSError, ValueError):
         return None
 
@@ -216,7 +217,7 @@ def model_identity(model: str, revision: str | None = None) -> dict[str, Any]:
     try:
         cached = try_to_load_from_cache(model, "config.json", revision=revision)
         if not isinstance(cached, str) and not hub_offline():
-            cached = hf_hub_download(model, "config.json", revision=revision)
+            cached = huggingface_hub.hf_hub_download(model, "config.json", revision=revision)
     except Exception:  # not a hub id ("builtin:..."), unknown or unreachable: the name; the loader says what to do
         cached = None
     return {"hub_id": model, "commit": Path(cached).parent.name} if isinstance(cached, str) else {"name": model}

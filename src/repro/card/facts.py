@@ -23,7 +23,7 @@ from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATU
 from ..errors import DataError, ParameterError, notice
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import GIVEN_MARGIN, given_margins, holds_scores, refused_scores, refused_turns, trl_lacks
-from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, committed
+from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, committed, same_scoring_code
 from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams, GenerationParams, idle_parameters,
                           one_line, read_params_yaml, resolve_parameters, set_option, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
@@ -630,6 +630,9 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.license = facts.license or (BUILT_LICENSE if mine else None)
         facts.scorers = list(manifest.get("scorers") or [])
         facts.selfcheck = manifest.get("selfcheck") or None
+        if facts.selfcheck and "scoring_code" in facts.selfcheck:  # with the code that scored the rows as recorded now
+            facts.selfcheck["same_code_as_run"] = same_scoring_code(  # (an older repro's record: as it was recorded)
+                facts.selfcheck["scoring_code"], (facts.stages.get("score") or {}).get("code"))
         facts.test_split = manifest.get("test_split") or None
         kept = facts.counts.get("kept")
         if isinstance(kept, int) and kept != facts.num_examples:

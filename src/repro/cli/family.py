@@ -26,7 +26,7 @@ from ..paths import FAMILY_LOGS, RunDir, absolute_caches, find_params, wait_advi
 from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require, say_notes
 from .rerun import (busy, changed_parameters, executed, kept_to_continue, kind_check, rebuilds, replace_run,
-                    rerun_check, writing)
+                    rerun_check, selfcheck_check, writing)
 from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, STOP_SIGNALS, noting_stops, say
 from .run import (KERNEL_NAME, check_kernel, check_run_root, ensure_kernel, folder_given_as, read_parts,
                   run_notebooks, run_params)
@@ -53,6 +53,8 @@ def member_checks(family: Family, member: Member, force: bool, why: str) -> tupl
                                               f"there. Move what is in the way, or {advice}", problem="REFUSED")], {}
     checks = kind_check(run, resolved["notebooks"], given_as, advice, resolved) or [
         rerun_check(run, changed, force, given_as, resolved, why, member=True)]
+    # (the self-check's line, alike in every member, `grouped` says once)
+    checks += selfcheck_check(run, member.values.get("selfcheck"), executed(resolved["notebooks"], why, force))
     return [*checks, *preflight(resolved, run.root)], changed if rebuilds(resolved["notebooks"]) else {}
 
 
