@@ -881,6 +881,26 @@ def test_a_read_only_stand_ins_cache_holding_the_run_s_stand_ins_is_accepted_and
                 f"set REPRO_CACHE to a folder that can be written") in capsys.readouterr().out
 
 
+def test_check_refuses_a_stand_in_the_run_reads_that_cannot_be_read(bare_machine, monkeypatch, capsys):
+    # another user's stand-in, its weights 0600 (as safetensors wrote them): --check said "ok stand-in models' cache",
+    # then the run failed loading it with "FileNotFoundError: No such file or directory" (a permission error)
+    import datasets.config
+
+    from repro.scorers.tiny import build_builtin
+
+    monkeypatch.setenv("REPRO_CACHE", str(bare_machine / "shared"))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(bare_machine / "datasets"))
+    built = build_builtin("builtin:tiny-pairrm")
+    denied = built / "model.safetensors"
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == denied and mode & os.R_OK
+                        else real_access(p, mode, **kw))  # (root reads everything: os.access says what a user may)
+    assert main(["run", "--check", "demo", "--out", str(bare_machine / "run")]) == 1
+    assert (f"REFUSED  stand-in models' cache: permission denied: {denied} cannot be read by you. Ask its owner to "
+            f"make the stand-in readable (chmod -R a+rX {built}), or set REPRO_CACHE to a folder of your own, where "
+            f"repro builds the stand-ins it needs.") in capsys.readouterr().out
+
+
 def test_a_relative_cache_variable_names_one_folder_to_the_check_and_to_the_run(bare_machine, monkeypatch, capsys):
     # REPRO_CACHE=stand-ins typed in another folder than the project root: the check looked at the shell's folder,
     # the notebooks' kernels (run in the project root) used the project root's: the check passed a folder not used

@@ -26,7 +26,7 @@ from ..jobs import idle_processes
 from ..manifest import package_versions
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, builtin_folder, read_params_yaml
 from ..paths import (CHECKPOINT, STAND_IN_MARKER, RunDir, beside_hint, cache_root, checkout_root, is_hub_id,
-                     local_checkpoint, nearest_existing, run_folder, write_problem)
+                     local_checkpoint, nearest_existing, run_folder, unreadable_stand_in, write_problem)
 from ..revisions import REVISION_OF, check_revision_target, hub_offline, hub_snapshot, publish_blocker, revision_of
 from ..slicing import mini_bounds
 from ..sources import (build_first, data_suffixes, file_problem, folder_problem, folder_splits, local_splits,
@@ -381,18 +381,20 @@ def cache_checks(values: dict[str, Any], download: int) -> list[Check]:
     """The folders the run writes outside its run directory (the row cache is checked before: cache.check_format),
     each refused where it cannot be written (a read-only HOME), naming the variables that move it."""
     # every load writes (datasets locks its cache, rows cached or not); a stand-in is built once, then only read
-    folders = [("datasets cache", datasets.config.HF_DATASETS_CACHE, "HF_HOME or HF_DATASETS_CACHE", False)]
-    if stand_ins := needs(values, stand_ins=True):
+    folders = [("datasets cache", datasets.config.HF_DATASETS_CACHE, "HF_HOME or HF_DATASETS_CACHE", False, "")]
+    if stand_ins := [builtin_folder(need.value) for need in needs(values, stand_ins=True)]:
+        denied = next(filter(None, map(unreadable_stand_in, stand_ins)), "")  # (built by another user)
         folders.append(("stand-in models' cache", cache_root(), "REPRO_CACHE",
-                        all((builtin_folder(need.value) / STAND_IN_MARKER).is_file() for need in stand_ins)))
+                        not denied and all((folder / STAND_IN_MARKER).is_file() for folder in stand_ins), denied))
     if download:
-        folders.append(("hub cache", constants.HF_HUB_CACHE, "HF_HOME or HF_HUB_CACHE", False))
+        folders.append(("hub cache", constants.HF_HUB_CACHE, "HF_HOME or HF_HUB_CACHE", False, ""))
     checks = []
-    for what, folder, variables, built in folders:
+    for what, folder, variables, built, denied in folders:
         folder = os.path.abspath(folder)  # (as absolute_caches made its variable for the run)
-        why = not built and write_problem(Path(folder))
-        checks.append(Check(what, not why, f"{folder} {why}: set {variables} to a folder that can be written" if why
-                            else f"{folder} ({'holds the stand-ins this run reads; ' * built}{variables} moves it)",
+        why = not (built or denied) and write_problem(Path(folder))
+        checks.append(Check(what, not (why or denied), denied or (
+            f"{folder} {why}: set {variables} to a folder that can be written" if why
+            else f"{folder} ({'holds the stand-ins this run reads; ' * built}{variables} moves it)"),
                             problem="REFUSED"))
     return checks
 
