@@ -748,6 +748,28 @@ def test_a_folder_named_like_a_hub_id_beside_the_shell_is_judged_as_the_run_judg
                                  f"current folder; {shell / 'mydata' / 'uf'} exists: give {shell / 'mydata' / 'uf'}.")
 
 
+def test_a_complete_run_in_a_folder_one_cannot_write_has_nothing_to_do_and_work_left_there_is_refused(
+        bare_machine, monkeypatch, capsys, stubbed_notebooks):
+    # a colleague checks that a shared, finished run is current: `repro run --check demo` in a project they cannot
+    # write was refused ("the default run directory ... cannot be written"), exit 2, though --check writes nothing
+    project = bare_machine / "shared-project"
+    project.mkdir()
+    monkeypatch.setenv("REPRO_HOME", str(project))
+    assert main(["run", "demo"]) == 0 and stubbed_notebooks == ["01_construct", "02_analyze", "03_card"]
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).is_relative_to(project) and
+                        mode == os.W_OK else real_access(p, mode, **kw))  # (root writes everywhere)
+    capsys.readouterr()
+    for check in (["--check"], []):  # the run itself has nothing to do either, and writes nothing
+        assert main(["run", *check, "demo"]) == 0 and len(stubbed_notebooks) == 3
+        assert f"repro run: nothing to do: {project / 'runs' / 'demo'} holds a complete run" in capsys.readouterr().out
+    # work left there (other batches) could not be done: refused, saying why
+    assert main(["run", "--check", "demo", "--set", "chunk_size=8"]) == 2
+    assert (f"No --out or run_dir was given, and the default run directory (runs/<name> of the project root) "
+            f"{project / 'runs' / 'demo'} cannot be written ({project / 'runs' / 'demo'} is read-only, or not "
+            f"yours).") in capsys.readouterr().err
+
+
 def test_a_folder_holding_what_a_run_writes_but_no_run_is_refused_before_anything_is_written(bare_machine, capsys):
     """`--out .` ran the demo over the project's own notebooks/; a folder of a user's files the same: a run would
     write over them, and --force remove them. Only a folder a run claims (its manifest) is a run's to replace."""
