@@ -770,6 +770,36 @@ def test_a_complete_run_in_a_folder_one_cannot_write_has_nothing_to_do_and_work_
             f"yours).") in capsys.readouterr().err
 
 
+def test_a_relative_path_missing_from_the_project_it_was_taken_from_names_the_params_file_s_project(
+        bare_machine, monkeypatch, capsys):
+    # `repro run --check /proj/params/mine.yaml` from a folder outside any project: `source: data/mine.jsonl` was
+    # taken from the editable checkout (the path rule), and the MISSING line did not say why
+    from repro.paths import HOME_ENV, PROJECT_MARKER
+
+    monkeypatch.delenv(HOME_ENV, raising=False)
+    project, shell = bare_machine / "proj", bare_machine / "shell"
+    (project / "params").mkdir(parents=True)
+    (project / PROJECT_MARKER).write_text("a project")
+    (project / "data").mkdir()
+    shutil.copy(ROOT / "tests" / "fixtures" / "ultrafeedback" / "train_prefs.jsonl", project / "data" / "mine.jsonl")
+    params = project / "params" / "mine.yaml"
+    params.write_text("notebooks: [01_construct]\nsource: data/mine.jsonl\nscorer_model: builtin:tiny-pairrm\n"
+                      "device: cpu\n")
+    shell.mkdir()
+    monkeypatch.chdir(shell)
+    assert main(["run", "--check", str(params), "--out", str(project / "runs" / "mine")]) == 1
+    assert (f"MISSING  source: {ROOT / 'data' / 'mine.jsonl'}: no such file or folder; give an existing path or a hub "
+            f"id (owner/name). The paths are read from {ROOT} (the current folder is in no project), not from "
+            f"{project}, where {params.name} is: `cd` into {project} or set REPRO_HOME={project}.\n"
+            ) in capsys.readouterr().out
+    monkeypatch.chdir(project)  # as the hint says
+    assert main(["run", "--check", str(params), "--out", str(project / "runs" / "mine")]) == 0
+    (project / "data" / "mine.jsonl").unlink()  # missing from the params file's own project: no such hint
+    assert main(["run", "--check", str(params), "--out", str(project / "runs" / "mine")]) == 1
+    assert f"source: {project / 'data' / 'mine.jsonl'}: no such file or folder; give an existing path or a hub id " \
+           f"(owner/name).\n" in capsys.readouterr().out
+
+
 def test_a_folder_holding_what_a_run_writes_but_no_run_is_refused_before_anything_is_written(bare_machine, capsys):
     """`--out .` ran the demo over the project's own notebooks/; a folder of a user's files the same: a run would
     write over them, and --force remove them. Only a folder a run claims (its manifest) is a run's to replace."""
