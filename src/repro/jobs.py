@@ -78,15 +78,18 @@ def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    os.umask(umask := os.umask(0o22))  # (read by setting it)
     # the modes the umask gives any folder and file (a shared cache's users read them), the setgid bit a group's
-    # folder gave kept: not mkdtemp's 0700, nor safetensors' 0600 whatever the umask
-    tmp.chmod(0o777 & ~umask | tmp.stat().st_mode & 0o7000)
+    # folder gave kept: not mkdtemp's 0700, nor safetensors' 0600 whatever the umask (read from a folder made, as
+    # os.umask would change it for every thread an instant)
+    (probe := tmp / ".umask").mkdir()
+    mode = probe.stat().st_mode & 0o777
+    probe.rmdir()
+    tmp.chmod(mode | tmp.stat().st_mode & 0o7000)
     try:
         build(tmp)
         for path in tmp.rglob("*"):
             if path.is_file():
-                path.chmod(0o666 & ~umask)
+                path.chmod(mode & 0o666)
         try:
             os.replace(tmp, target)
         except OSError:  # another process finished first: its copy is byte-identical
