@@ -748,6 +748,58 @@ def test_a_folder_named_like_a_hub_id_beside_the_shell_is_judged_as_the_run_judg
                                  f"current folder; {shell / 'mydata' / 'uf'} exists: give {shell / 'mydata' / 'uf'}.")
 
 
+def test_a_complete_run_in_a_folder_one_cannot_write_has_nothing_to_do_and_work_left_there_is_refused(
+        bare_machine, monkeypatch, capsys, stubbed_notebooks):
+    # a colleague checks that a shared, finished run is current: `repro run --check demo` in a project they cannot
+    # write was refused ("the default run directory ... cannot be written"), exit 2, though --check writes nothing
+    project = bare_machine / "shared-project"
+    project.mkdir()
+    monkeypatch.setenv("REPRO_HOME", str(project))
+    assert main(["run", "demo"]) == 0 and stubbed_notebooks == ["01_construct", "02_analyze", "03_card"]
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).is_relative_to(project) and
+                        mode == os.W_OK else real_access(p, mode, **kw))  # (root writes everywhere)
+    capsys.readouterr()
+    for check in (["--check"], []):  # the run itself has nothing to do either, and writes nothing
+        assert main(["run", *check, "demo"]) == 0 and len(stubbed_notebooks) == 3
+        assert f"repro run: nothing to do: {project / 'runs' / 'demo'} holds a complete run" in capsys.readouterr().out
+    # work left there (other batches) could not be done: refused, saying why
+    assert main(["run", "--check", "demo", "--set", "chunk_size=8"]) == 2
+    assert (f"No --out or run_dir was given, and the default run directory (runs/<name> of the project root) "
+            f"{project / 'runs' / 'demo'} cannot be written ({project / 'runs' / 'demo'} is read-only, or not "
+            f"yours).") in capsys.readouterr().err
+
+
+def test_a_relative_path_missing_from_the_project_it_was_taken_from_names_the_params_file_s_project(
+        bare_machine, monkeypatch, capsys):
+    # `repro run --check /proj/params/mine.yaml` from a folder outside any project: `source: data/mine.jsonl` was
+    # taken from the editable checkout (the path rule), and the MISSING line did not say why
+    from repro.paths import HOME_ENV, PROJECT_MARKER
+
+    monkeypatch.delenv(HOME_ENV, raising=False)
+    project, shell = bare_machine / "proj", bare_machine / "shell"
+    (project / "params").mkdir(parents=True)
+    (project / PROJECT_MARKER).write_text("a project")
+    (project / "data").mkdir()
+    shutil.copy(ROOT / "tests" / "fixtures" / "ultrafeedback" / "train_prefs.jsonl", project / "data" / "mine.jsonl")
+    params = project / "params" / "mine.yaml"
+    params.write_text("notebooks: [01_construct]\nsource: data/mine.jsonl\nscorer_model: builtin:tiny-pairrm\n"
+                      "device: cpu\n")
+    shell.mkdir()
+    monkeypatch.chdir(shell)
+    assert main(["run", "--check", str(params), "--out", str(project / "runs" / "mine")]) == 1
+    assert (f"MISSING  source: {ROOT / 'data' / 'mine.jsonl'}: no such file or folder; give an existing path or a hub "
+            f"id (owner/name). The paths are read from {ROOT} (the current folder is in no project), not from "
+            f"{project}, where {params.name} is: `cd` into {project} or set REPRO_HOME={project}.\n"
+            ) in capsys.readouterr().out
+    monkeypatch.chdir(project)  # as the hint says
+    assert main(["run", "--check", str(params), "--out", str(project / "runs" / "mine")]) == 0
+    (project / "data" / "mine.jsonl").unlink()  # missing from the params file's own project: no such hint
+    assert main(["run", "--check", str(params), "--out", str(project / "runs" / "mine")]) == 1
+    assert f"source: {project / 'data' / 'mine.jsonl'}: no such file or folder; give an existing path or a hub id " \
+           f"(owner/name).\n" in capsys.readouterr().out
+
+
 def test_a_folder_holding_what_a_run_writes_but_no_run_is_refused_before_anything_is_written(bare_machine, capsys):
     """`--out .` ran the demo over the project's own notebooks/; a folder of a user's files the same: a run would
     write over them, and --force remove them. Only a folder a run claims (its manifest) is a run's to replace."""
@@ -879,6 +931,26 @@ def test_a_read_only_stand_ins_cache_holding_the_run_s_stand_ins_is_accepted_and
         assert main(["run", "--check", params, "--out", out, "--set", lacking]) == 1
         assert (f"REFUSED  stand-in models' cache: {shared} cannot be written ({shared} is read-only, or not yours): "
                 f"set REPRO_CACHE to a folder that can be written") in capsys.readouterr().out
+
+
+def test_check_refuses_a_stand_in_the_run_reads_that_cannot_be_read(bare_machine, monkeypatch, capsys):
+    # another user's stand-in, its weights 0600 (as safetensors wrote them): --check said "ok stand-in models' cache",
+    # then the run failed loading it with "FileNotFoundError: No such file or directory" (a permission error)
+    import datasets.config
+
+    from repro.scorers.tiny import build_builtin
+
+    monkeypatch.setenv("REPRO_CACHE", str(bare_machine / "shared"))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(bare_machine / "datasets"))
+    built = build_builtin("builtin:tiny-pairrm")
+    denied = built / "model.safetensors"
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == denied and mode & os.R_OK
+                        else real_access(p, mode, **kw))  # (root reads everything: os.access says what a user may)
+    assert main(["run", "--check", "demo", "--out", str(bare_machine / "run")]) == 1
+    assert (f"REFUSED  stand-in models' cache: permission denied: {denied} cannot be read by you. Ask its owner to "
+            f"make the stand-in readable (chmod -R a+rX {built}), or set REPRO_CACHE to a folder of your own, where "
+            f"repro builds the stand-ins it needs.") in capsys.readouterr().out
 
 
 def test_a_relative_cache_variable_names_one_folder_to_the_check_and_to_the_run(bare_machine, monkeypatch, capsys):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from repro.errors import ParameterError
-from repro.scorers.tiny import BACKBONE_DIR, build_tiny_pairrm
+from repro.errors import ModelLoadError, ParameterError
+from repro.scorers.tiny import BACKBONE_DIR, build_builtin, build_tiny_pairrm
 
 
 def digests(folder: Path) -> dict[str, str]:
@@ -92,3 +93,33 @@ def test_impossible_sizes_are_refused(tmp_path):
         build_tiny_pairrm(tmp_path / "v", vocab_size=100000)
     with pytest.raises(ParameterError, match="multiple of num_heads"):
         build_tiny_pairrm(tmp_path / "h", hidden_size=30, num_heads=4)
+
+
+def test_a_shared_cache_s_stand_in_takes_the_umask_s_modes_and_its_folder_s_group(tmp_path, monkeypatch):
+    # an admin built the stand-ins once into a group-shared REPRO_CACHE (2775, umask 002) for every user: safetensors
+    # wrote model.safetensors 0600 whatever the umask (another user got "FileNotFoundError: No such file or directory"
+    # for it, and --check had said ok), and the folder built lost the setgid bit, so its files got the admin's group
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, -1, 4242)  # the lab's group
+    shared.chmod(0o2775)
+    monkeypatch.setenv("REPRO_CACHE", str(shared))
+    umask = os.umask(0o002)
+    try:
+        built = build_builtin("builtin:tiny-pairrm")
+    finally:
+        os.umask(umask)
+    paths = [built, *built.rglob("*")]
+    assert {p.stat().st_mode & 0o7777 for p in paths if p.is_dir()} == {0o2775}
+    assert {p.stat().st_mode & 0o7777 for p in paths if p.is_file()} == {0o664}  # as every file the process writes
+    assert {p.stat().st_gid for p in paths} == {4242}
+    # a stand-in another user's umask left unreadable (root reads everything: os.access says what a user may)
+    denied = built / BACKBONE_DIR / "model.safetensors"
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == denied and mode & os.R_OK
+                        else real_access(p, mode, **kw))
+    with pytest.raises(ModelLoadError) as refused:
+        build_builtin("builtin:tiny-pairrm")
+    assert str(refused.value) == (
+        f"permission denied: {denied} cannot be read by you. Ask its owner to make the stand-in readable (chmod -R "
+        f"a+rX {built}), or set REPRO_CACHE to a folder of your own, where repro builds the stand-ins it needs.")

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from .cache import CacheCounts, RowCache, cached_chunk_fn
-from .errors import DataError, ReproError, counted, listed, notice
-from .paths import STAND_IN_MARKER
+from .errors import DataError, ModelLoadError, ReproError, counted, listed, notice
+from .paths import STAND_IN_MARKER, unreadable_stand_in
 
 FINGERPRINT_FILE = "fingerprint.json"
 CHUNK_GLOB = "chunk-*.json"
@@ -72,14 +72,24 @@ def atomic_write_json(path: str | Path, value: Any, *, indent: int | None = None
 
 def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
     """`build(folder)` into `target` once (atomically, safe with concurrent processes) until its marker exists."""
+    if denied := unreadable_stand_in(target):
+        raise ModelLoadError(denied)
     if (target / STAND_IN_MARKER).exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    # not mkdtemp's 0700 (a shared cache's users read it), nor writable by others where the folder is (/tmp)
-    tmp.chmod(target.parent.stat().st_mode & 0o755)
+    # the modes the umask gives any folder and file (a shared cache's users read them), the setgid bit a group's
+    # folder gave kept: not mkdtemp's 0700, nor safetensors' 0600 whatever the umask (read from a folder made, as
+    # os.umask would change it for every thread an instant)
+    (probe := tmp / ".umask").mkdir()
+    mode = probe.stat().st_mode & 0o777
+    probe.rmdir()
+    tmp.chmod(mode | tmp.stat().st_mode & 0o7000)
     try:
         build(tmp)
+        for path in tmp.rglob("*"):
+            if path.is_file():
+                path.chmod(mode & 0o666)
         try:
             os.replace(tmp, target)
         except OSError:  # another process finished first: its copy is byte-identical

@@ -30,6 +30,16 @@ def cache_root() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "repro"
 
 
+def unreadable_stand_in(folder: Path) -> str:
+    """Why this user cannot read the stand-in built in `folder` (a file or folder another user's umask made theirs
+    alone), saying what to do; "" where they read all of it, or none is built."""
+    paths = [folder, *folder.rglob("*")] if folder.is_dir() else []
+    denied = next((p for p in paths if not os.access(p, os.R_OK | os.X_OK * p.is_dir())), None)
+    return "" if denied is None else (
+        f"permission denied: {denied} cannot be read by you. Ask its owner to make the stand-in readable (chmod -R "
+        f"a+rX {folder}), or set REPRO_CACHE to a folder of your own, where repro builds the stand-ins it needs.")
+
+
 def absolute_caches() -> None:
     """Each cache variable holding a relative path made absolute from the current folder, where `repro run`'s checks
     take it, for its notebooks' kernels too (which run in the project root)."""

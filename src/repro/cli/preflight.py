@@ -25,8 +25,9 @@ from ..exporters import FORMATS
 from ..jobs import idle_processes
 from ..manifest import package_versions
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, builtin_folder, read_params_yaml
-from ..paths import (CHECKPOINT, STAND_IN_MARKER, RunDir, beside_hint, cache_root, checkout_root, is_hub_id,
-                     local_checkpoint, nearest_existing, run_folder, write_problem)
+from ..paths import (CHECKPOINT, HOME_ENV, PROJECT_MARKER, STAND_IN_MARKER, RunDir, beside_hint, cache_root,
+                     checkout_root, is_hub_id, local_checkpoint, nearest_existing, project_root, run_folder,
+                     unreadable_stand_in, write_problem)
 from ..revisions import REVISION_OF, check_revision_target, hub_offline, hub_snapshot, publish_blocker, revision_of
 from ..slicing import mini_bounds
 from ..sources import (build_first, data_suffixes, file_problem, folder_problem, folder_splits, local_splits,
@@ -175,6 +176,19 @@ def builder(folder: Path, params_file: Path | None) -> str | None:
     return None
 
 
+def other_project(path: str, params_file: Path | None) -> str:
+    """For a `path` missing from the project root: where `params_file` lies in another marked project, that the paths
+    are read from the root, and how to read them from that project; else ""."""
+    root = project_root()
+    other = next((f for f in params_file.resolve().parents if (f / PROJECT_MARKER).is_file()), root) \
+        if params_file else root
+    why = (f"{HOME_ENV} names it" if os.environ.get(HOME_ENV) else "the current folder's project"
+           if Path.cwd().resolve().is_relative_to(root) else "the current folder is in no project")
+    return "" if other == root or not Path(path).is_relative_to(root) else (
+        f" The paths are read from {root} ({why}), not from {other}, where {params_file.name} is: `cd` into {other} "
+        f"or set {HOME_ENV}={other}.")
+
+
 def _input_check(need: Need, params_file: Path | None = None) -> tuple[Check, int]:
     """(the check of one input, bytes to download): a local path, or a hub id cached here or reachable; a dataset
     not built yet says which params file beside `params_file` builds it."""
@@ -203,7 +217,7 @@ def _input_check(need: Need, params_file: Path | None = None) -> tuple[Check, in
             return Check(what, False, str(exc)), 0
         return Check(what, there, f"local {need.repo_type}" if there else
                      "no such file or folder; give an existing path or a hub id (owner/name)."
-                     + beside_hint(need.value)), 0
+                     + beside_hint(need.value) + other_project(need.value, params_file)), 0
     at = f" at revision {need.revision}" if need.revision else ""
     if cached := hub_snapshot(need.value, need.revision, need.repo_type):
         if why := need.repo_type == "dataset" and _shards_problem(cached, need, need.value):
@@ -381,18 +395,20 @@ def cache_checks(values: dict[str, Any], download: int) -> list[Check]:
     """The folders the run writes outside its run directory (the row cache is checked before: cache.check_format),
     each refused where it cannot be written (a read-only HOME), naming the variables that move it."""
     # every load writes (datasets locks its cache, rows cached or not); a stand-in is built once, then only read
-    folders = [("datasets cache", datasets.config.HF_DATASETS_CACHE, "HF_HOME or HF_DATASETS_CACHE", False)]
-    if stand_ins := needs(values, stand_ins=True):
+    folders = [("datasets cache", datasets.config.HF_DATASETS_CACHE, "HF_HOME or HF_DATASETS_CACHE", False, "")]
+    if stand_ins := [builtin_folder(need.value) for need in needs(values, stand_ins=True)]:
+        denied = next(filter(None, map(unreadable_stand_in, stand_ins)), "")  # (built by another user)
         folders.append(("stand-in models' cache", cache_root(), "REPRO_CACHE",
-                        all((builtin_folder(need.value) / STAND_IN_MARKER).is_file() for need in stand_ins)))
+                        not denied and all((folder / STAND_IN_MARKER).is_file() for folder in stand_ins), denied))
     if download:
-        folders.append(("hub cache", constants.HF_HUB_CACHE, "HF_HOME or HF_HUB_CACHE", False))
+        folders.append(("hub cache", constants.HF_HUB_CACHE, "HF_HOME or HF_HUB_CACHE", False, ""))
     checks = []
-    for what, folder, variables, built in folders:
+    for what, folder, variables, built, denied in folders:
         folder = os.path.abspath(folder)  # (as absolute_caches made its variable for the run)
-        why = not built and write_problem(Path(folder))
-        checks.append(Check(what, not why, f"{folder} {why}: set {variables} to a folder that can be written" if why
-                            else f"{folder} ({'holds the stand-ins this run reads; ' * built}{variables} moves it)",
+        why = not (built or denied) and write_problem(Path(folder))
+        checks.append(Check(what, not (why or denied), denied or (
+            f"{folder} {why}: set {variables} to a folder that can be written" if why
+            else f"{folder} ({'holds the stand-ins this run reads; ' * built}{variables} moves it)"),
                             problem="REFUSED"))
     return checks
 

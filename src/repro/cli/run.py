@@ -336,7 +336,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     if args.out:
         values["run_dir"] = args.out
     run_root = run_folder(values.get("run_dir"), values["run_name"])
-    check_run_root(run_root, given_as, default=not values.get("run_dir"))
+    default = not values.get("run_dir")
     values["run_dir"] = str(run_root)
     find_selfcheck(run_root, values.get("selfcheck"))  # a wrong `selfcheck` is an error before anything runs
     resolved = resolve_parameters(values)
@@ -352,6 +352,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
               f"{read_parts(fingerprint)}code and packages, with every output it recorded. --force runs its notebooks "
               f"again.")
         return 0
+    check_run_root(run_root, given_as, default)  # (with nothing to do, it need not be writable: a colleague's run)
     runs = executed(resolved["notebooks"], "" if changed else stale, args.force)
     checks = [*(kind_check(run, resolved["notebooks"], given_as, parameters=resolved)
                 or [rerun_check(run, changed, args.force, given_as, resolved, stale)]),
