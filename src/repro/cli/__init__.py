@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import io
 import sys
 import warnings
 from pathlib import Path
@@ -55,6 +56,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if a in COMMANDS), None)
+    if isinstance(sys.stdout, io.TextIOWrapper):  # each line as printed, to a log file or pipe too (Slurm, tee)
+        sys.stdout.reconfigure(line_buffering=True)
     # SIGTERM, from the first moment, ends the command as Ctrl-C does; a stdout closed early, its lines dropped
     with stop_signal_as_ctrl_c(), contextlib.redirect_stdout(DroppedWhenClosed(sys.stdout)) as stdout:
         try:  # (the command's module loads torch and datasets for its options: Ctrl-C may come then too)

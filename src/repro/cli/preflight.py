@@ -418,7 +418,7 @@ def say_notes(checks: list[Check]) -> None:
     """The lines of the checks that passed with a note (IDLE, NOTE): at a run's start, while a Ctrl-C costs nothing."""
     for check in checks:
         if check.ok and check.note:
-            print(check.line(), flush=True)
+            print(check.line())
 
 
 def require(checks: list[Check], params_file: str | Path, list_only: bool = False) -> int | None:
