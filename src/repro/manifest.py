@@ -11,7 +11,6 @@ import re
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
@@ -24,8 +23,8 @@ from . import __version__
 from .errors import DataError, Interrupted, ParameterError, listed, notice
 from .jobs import atomic_write_json, json_default, safe_chunks
 from .parameters import RUN_KEYS, differing, notebook_fields, unused_generation
-from .paths import (LOCK_NAME, SELFCHECK_JSON, STAND_IN_MARKER, RunDir, checkout_root, project_root, rebased,
-                    record_project, resolve_user_path, shipped, within)
+from .paths import (LOCK_NAME, SELFCHECK_JSON, STAND_IN_MARKER, RunDir, checkout_root, now, project_root,
+                    rebased, record_project, resolve_user_path, shipped, within)
 
 TRACKED_PACKAGES = ("repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
                     "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm")
@@ -270,10 +269,6 @@ def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None, co
         "not_run": [c["name"] for c in record.get("checks", []) if c.get("status") == "not run"],
         "file": str(path), "sha256": sha256_file(path),
     }
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def as_recorded(value: Any) -> Any:

@@ -245,7 +245,7 @@ def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member,
         print(f"repro run: family {family.name}: {member.name} started (log: {log})")
         with open(log, "a") as f:  # a run again keeps the last one's log (why it stopped) above its own
             if f.tell():
-                f.write(f"\n--- repro run again, {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n")
+                f.write(f"\n--- repro run again, {now()} ---\n")
                 f.flush()
             started.processes.append(process := subprocess.Popen(_member_command(args, member), stdout=f,
                                                                  stderr=subprocess.STDOUT, start_new_session=True))
