@@ -168,6 +168,20 @@ def git_commit(root: Path | None = None) -> dict[str, Any]:
         return {"commit": None, "dirty": None}
 
 
+def git_refusal() -> str | None:
+    """Why git refuses to read the checkout (its safe.directory check: another user owns it, as a bind mount in Docker
+    or a lab's shared checkout), where it does: git_commit then records none. The check stays (it keeps git from
+    running the repository's hooks): what to do is said."""
+    if (root := checkout_root()) is None:
+        return None
+    with contextlib.suppress(OSError):  # (no git: no commit, as git_commit records)
+        refused = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stderr
+        if said := re.search(r"safe\.directory (.+)", refused):  # (git's command, in any language it speaks)
+            return (f"git refuses the checkout at {root} as owned by another user, so the run records no commit (its "
+                    f"card says commit unknown): `git config --global --add safe.directory {said[1]}` lets it")
+    return None
+
+
 def committed(paths: list[Path]) -> list[Path]:
     """Those of `paths` (in the checkout) that its git commit holds as they are: a clone of it has them; all of them
     where repro is no checkout (an installed package's copies), none where git cannot tell."""
