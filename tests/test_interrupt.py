@@ -340,3 +340,29 @@ def test_a_kernel_killed_during_scoring_is_said_so_and_the_same_command_continue
     again = repro_run(*arguments)
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads((out / "manifest.json").read_text())["scorer"]["chunks_resumed"] >= kept
+
+
+def test_a_run_logged_to_a_file_writes_each_line_as_it_comes(tmp_path):
+    """`repro run demo > run.log 2>&1` (Slurm, nohup, `| tee`): run.log stayed empty until the run ended (stdout
+    block-buffered where it is no terminal; PYTHONUNBUFFERED, which this machine sets, hid it), and stderr's lines came
+    before the header; a SIGKILL lost the lines for good."""
+    env = kernel_of(tmp_path, "import time; time.sleep(600); import ipykernel")  # (a kernel that never starts)
+    env.pop("PYTHONUNBUFFERED", None)
+    out, log = tmp_path / "demo", tmp_path / "run.log"
+    command = [sys.executable, "-m", "repro.cli", "run", "demo", "--out", str(out), "--set", "notebooks=[01_construct]",
+               "--kernel", "k"]
+    with open(log, "w") as f:
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 300
+    try:
+        while not kernels_of(proc.pid):  # (the header is printed before the first notebook's kernel starts)
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        logged = log.read_text()  # while the run goes on
+    finally:
+        proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 130
+    assert logged.startswith(f"repro run: {ROOT / 'params' / 'demo.yaml'} -> {out}\n  parameters: "), logged
+    lines = log.read_text().splitlines()
+    assert lines[0] == logged.splitlines()[0] and lines[1].startswith("  parameters: ")  # the header, then the stop
+    assert lines[-1].startswith("repro run: interrupted in 01_construct: "), lines

@@ -9,8 +9,10 @@ import os
 import re
 import subprocess
 import sys
+import time
 import unicodedata
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
@@ -418,3 +420,19 @@ def test_asking_who_writes_a_run_folder_never_turns_away_a_run_taking_it(tmp_pat
         stop.set()
         asker.join()
     assert refused == []
+
+
+def test_a_lock_says_since_when_in_utc_with_its_zone(tmp_path, monkeypatch):
+    """The BUSY line of a folder another machine's process writes said "(pid 8907, since 2026-12-07 22:24:28)": the
+    holder's local time (Asia/Shanghai), read in Los Angeles as its own. Now UTC, with its zone, as manifest.json's."""
+    monkeypatch.setenv("TZ", "Asia/Shanghai")
+    time.tzset()
+    try:
+        held = paths.take_lock(paths.RunDir(tmp_path).lock, "`repro run`")
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    said = paths.RunDir(tmp_path).lock.read_text()
+    paths.let_go(held)
+    since = re.fullmatch(rf"`repro run` \(pid {os.getpid()}, since (.+)\)", said)
+    assert since and since[1].endswith("+00:00") and datetime.fromisoformat(since[1]).tzinfo is not None, said

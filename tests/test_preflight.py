@@ -25,7 +25,7 @@ from repro.cli import run as cli_run
 from repro.parameters import load_params_file
 from repro.cli.run import resolve_parameters
 from repro.errors import ParameterError
-from repro.manifest import Manifest, read_lock
+from repro.manifest import Manifest, git_commit, read_lock
 from repro.paths import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -1122,4 +1122,32 @@ def test_a_scorer_that_runs_its_models_own_code_is_said_by_the_check_and_at_the_
     assert capsys.readouterr().out.splitlines()[2:4] == notes  # at the start, while a Ctrl-C costs nothing
     params.write_text(f"include: {ROOT / 'params' / 'demo.yaml'}\n")
     assert main(["run", "--check", str(params), "--out", str(bare_machine / "run2")]) == 0
+    assert "NOTE" not in capsys.readouterr().out
+
+
+def test_a_checkout_git_refuses_as_another_users_is_said_by_the_check_and_at_the_runs_start(bare_machine, capsys,
+                                                                                           monkeypatch):
+    """Docker as root on a bind mount of the host's checkout, a lab's shared checkout: git refuses it ("detected
+    dubious ownership"), the run recorded commit null, and its card said commit `unknown` without a word of why. git's
+    check is kept (it keeps the repository's hooks from running): the run says how to let git read it."""
+    fake = bare_machine / "bin" / "git"  # git's own refusal, whatever it is asked (a checkout another user owns)
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nprintf \"fatal: detected dubious ownership in repository at '%s'\\nTo add an exception "
+                    "for this directory, call:\\n\\n\\tgit config --global --add safe.directory %s\\n\" \"$PWD\" "
+                    "\"$PWD\" >&2\nexit 128\n")
+    fake.chmod(0o755)
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{path}")
+    assert git_commit() == {"commit": None, "dirty": None}  # what the run records, as before
+    note = (f"  NOTE     checkout: git refuses the checkout at {ROOT} as owned by another user, so the run records no "
+            f"commit (its card says commit unknown): `git config --global --add safe.directory {ROOT}` lets it")
+    assert main(["run", "--check", "demo", "--out", str(bare_machine / "run")]) == 0  # (not a thing to fix)
+    out = capsys.readouterr().out.splitlines()
+    assert "everything the run needs is here" in out[0] and [line for line in out if "NOTE" in line] == [note]
+    monkeypatch.setattr(cli_run, "ensure_kernel", lambda name: name)
+    monkeypatch.setattr(cli_run, "run_notebooks", lambda *args, **kwargs: 0)
+    assert main(["run", "demo", "--out", str(bare_machine / "run")]) == 0
+    assert capsys.readouterr().out.splitlines()[2:] == [note]  # at the start, once
+    monkeypatch.setenv("PATH", path)
+    assert main(["run", "--check", "demo", "--out", str(bare_machine / "run2")]) == 0  # git reads it: nothing said
     assert "NOTE" not in capsys.readouterr().out

@@ -359,3 +359,24 @@ def test_generation_demo_goes_from_prompts_to_a_dataset(repro_run, tmp_path):
     assert len(ds) == manifest["counts"]["kept"] >= 1
     for row in ds:
         assert row["reference_response"] and set(row["candidates"]) >= {row["chosen"][1]["content"]}
+
+
+def test_a_home_that_cannot_be_written_leaves_no_ipython_warning_nor_folder(tmp_path):
+    """HOME read-only or none (a container's user): IPython warned "IPython parent '...' is not a writable location,
+    using a temp directory." in `repro run` and in each kernel, and left its temp folders in TMPDIR (the demo: 10)."""
+    (tmp_path / "a-file").touch()  # HOME inside a file: no one can write there, root neither
+    (tmp_path / "tmp").mkdir()
+    notebook = tmp_path / "one-cell.ipynb"  # (each notebook's stand-in: what counts is that kernels start)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import IPython")],
+                                            metadata={"language_info": {"name": "python"}}), notebook)
+    env = {**os.environ, "HOME": str(tmp_path / "a-file" / "home"), "TMPDIR": str(tmp_path / "tmp"),
+           "HF_HOME": str(tmp_path / "hf"), "REPRO_CACHE": str(tmp_path / "cache")}
+    env.pop("IPYTHONDIR", None)
+    code = ("import sys; from pathlib import Path; from repro.cli import main, run; "
+            "run.notebook_path = lambda name: Path(sys.argv[1]); sys.exit(main(sys.argv[2:]))")
+    proc = subprocess.run([sys.executable, "-c", code, str(notebook), "run", "demo", "--out", str(tmp_path / "run"),
+                           "--set", "notebooks=[01_construct, 02_analyze]"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)  # (two kernels: each warned, each left folders)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "IPython" not in proc.stderr, proc.stderr
+    assert [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith(("tmp", "repro-"))] == []

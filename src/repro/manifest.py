@@ -11,7 +11,6 @@ import re
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
@@ -24,8 +23,8 @@ from . import __version__
 from .errors import DataError, Interrupted, ParameterError, listed, notice
 from .jobs import atomic_write_json, json_default, safe_chunks
 from .parameters import RUN_KEYS, differing, notebook_fields, unused_generation
-from .paths import (LOCK_NAME, SELFCHECK_JSON, STAND_IN_MARKER, RunDir, checkout_root, project_root, rebased,
-                    record_project, resolve_user_path, shipped, within)
+from .paths import (LOCK_NAME, SELFCHECK_JSON, STAND_IN_MARKER, RunDir, checkout_root, now, project_root,
+                    rebased, record_project, resolve_user_path, shipped, within)
 
 TRACKED_PACKAGES = ("repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
                     "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm")
@@ -169,6 +168,20 @@ def git_commit(root: Path | None = None) -> dict[str, Any]:
         return {"commit": None, "dirty": None}
 
 
+def git_refusal() -> str | None:
+    """Why git refuses to read the checkout (its safe.directory check: another user owns it, as a bind mount in Docker
+    or a lab's shared checkout), where it does: git_commit then records none. The check stays (it keeps git from
+    running the repository's hooks): what to do is said."""
+    if (root := checkout_root()) is None:
+        return None
+    with contextlib.suppress(OSError):  # (no git: no commit, as git_commit records)
+        refused = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stderr
+        if said := re.search(r"safe\.directory (.+)", refused):  # (git's command, in any language it speaks)
+            return (f"git refuses the checkout at {root} as owned by another user, so the run records no commit (its "
+                    f"card says commit unknown): `git config --global --add safe.directory {said[1]}` lets it")
+    return None
+
+
 def committed(paths: list[Path]) -> list[Path]:
     """Those of `paths` (in the checkout) that its git commit holds as they are: a clone of it has them; all of them
     where repro is no checkout (an installed package's copies), none where git cannot tell."""
@@ -277,10 +290,6 @@ def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None, co
         "not_run": [c["name"] for c in record.get("checks", []) if c.get("status") == "not run"],
         "file": str(path), "sha256": sha256_file(path),
     }
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def as_recorded(value: Any) -> Any:

@@ -10,6 +10,7 @@ import os
 import re
 import time
 import unicodedata
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Callable, Literal
 
@@ -451,6 +452,11 @@ def shard_name(split: str, index: int, num_shards: int) -> str:
     return f"{split}-{index:05d}-of-{num_shards:05d}.parquet"
 
 
+def now() -> str:
+    """The time now as repro's records and locks write it: UTC, with its zone (read on a machine in another zone)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
 def take_lock(path: Path, who: str, waiting: Callable[[str], Any] | None = None) -> IO[str] | str:
     """The flock of `path` (it goes with the process: one that stops, crashed too, lets go), `who`, its pid and the
     time written in it: the open file (closing it lets go); where another process holds it, the holder's text, or
@@ -475,7 +481,7 @@ def take_lock(path: Path, who: str, waiting: Callable[[str], Any] | None = None)
             fcntl.flock(held, fcntl.LOCK_EX)
             break
     held.truncate(0)
-    held.write(f"{who} (pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')})")
+    held.write(f"{who} (pid {os.getpid()}, since {now()})")
     held.flush()
     return held
 

@@ -8,9 +8,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import io
+import os
 import sys
+import tempfile
 import warnings
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import EXIT_BUSY, Busy, ReproError, ReproWarning
 from ..manifest import version_line
@@ -52,11 +56,31 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def ipython_dir() -> Iterator[None]:
+    """Inside, where HOME cannot hold IPython's folder (read-only, or none: a container's user), IPYTHONDIR names one
+    folder for the command and the kernels it starts, removed as it ends: IPython made one in TMPDIR at each start,
+    the command's and each kernel's, warned of each and left them all behind."""
+    default = Path("~/.ipython").expanduser()
+    usable = default if default.exists() else default.parent  # (as IPython looks: its folder, else the one above)
+    if "IPYTHONDIR" in os.environ or usable.is_dir() and os.access(usable, os.W_OK):
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="repro-ipython-", ignore_cleanup_errors=True) as folder:
+        os.environ["IPYTHONDIR"] = folder
+        try:
+            yield
+        finally:
+            del os.environ["IPYTHONDIR"]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if a in COMMANDS), None)
+    if isinstance(sys.stdout, io.TextIOWrapper):  # each line as printed, to a log file or pipe too (Slurm, tee)
+        sys.stdout.reconfigure(line_buffering=True)
     # SIGTERM, from the first moment, ends the command as Ctrl-C does; a stdout closed early, its lines dropped
-    with stop_signal_as_ctrl_c(), contextlib.redirect_stdout(DroppedWhenClosed(sys.stdout)) as stdout:
+    with stop_signal_as_ctrl_c(), ipython_dir(), contextlib.redirect_stdout(DroppedWhenClosed(sys.stdout)) as stdout:
         try:  # (the command's module loads torch and datasets for its options: Ctrl-C may come then too)
             args = build_parser(command).parse_args(argv)
             with warnings.catch_warnings():  # repro's own warnings as one line each, as its errors (no source line)

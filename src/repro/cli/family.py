@@ -171,7 +171,7 @@ def run_elsewhere(family: Family, member: Member, now: bool = True, file: Any = 
     if not (writer := RunDir(member.run_dir).writer() if now else family.busy.get(member.name)):
         return False
     print(f"repro run: family {family.name}: {member.name} is being run elsewhere: {writer} is writing to "
-          f"{member.run_dir}; not run here (busy, not failed)", file=file, flush=True)
+          f"{member.run_dir}; not run here (busy, not failed)", file=file)
     return True
 
 
@@ -180,7 +180,7 @@ def checked_at_its_turn(family: Family, member: Member, force: bool) -> bool:
     checks, changed = member_checks(family, member, force, why_run_again(member))
     if refused := [f"{c.what}: {c.detail}" for c in checks if not c.ok]:
         print(f"repro run: family {family.name}: {member.name}, free at its turn, is not run: {'; '.join(refused)}",
-              file=sys.stderr, flush=True)
+              file=sys.stderr)
         return False
     if changed:
         with writing(RunDir(member.run_dir), member_given_as(family)):
@@ -201,7 +201,7 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
     if member.name in family.busy and not checked_at_its_turn(family, member, force):
         return REFUSED
     print(f"repro run: family {family.name}: member {member.index + 1}/{len(family.members)} {member.name} "
-          f"-> {member.run_dir}", flush=True)
+          f"-> {member.run_dir}")
     with writing(RunDir(member.run_dir), member_given_as(family)):
         values = resolve_parameters(member.values)  # (a new self-check alone: only the card, as a run alone)
         code = run_notebooks(values, member.run_dir, kernel=kernel, log_output=log_output,
@@ -244,17 +244,16 @@ def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member,
     with started.lock:
         if started.stopping:
             return NOT_STARTED
-        print(f"repro run: family {family.name}: {member.name} started (log: {log})", flush=True)
+        print(f"repro run: family {family.name}: {member.name} started (log: {log})")
         with open(log, "a") as f:  # a run again keeps the last one's log (why it stopped) above its own
             if f.tell():
-                f.write(f"\n--- repro run again, {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n")
+                f.write(f"\n--- repro run again, {now()} ---\n")
                 f.flush()
             started.processes.append(process := subprocess.Popen(_member_command(args, member), stdout=f,
                                                                  stderr=subprocess.STDOUT, start_new_session=True))
     code = process.wait()  # (one busy at the checks, refused at its turn by its checks there: repro's error, exit 2)
     status = REFUSED if code == 2 and member.name in family.busy else ended(code)
-    print(f"repro run: family {family.name}: {member.name} {'done' if code == 0 else f'{status}, see {log}'}",
-          flush=True)
+    print(f"repro run: family {family.name}: {member.name} {'done' if code == 0 else f'{status}, see {log}'}")
     return status
 
 

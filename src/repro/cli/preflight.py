@@ -23,7 +23,7 @@ from ..analysis import prose
 from ..errors import Busy, DataError, ModelLoadError, ParameterError, ReproError, counted, did_you_mean
 from ..exporters import FORMATS
 from ..jobs import idle_processes
-from ..manifest import package_versions
+from ..manifest import git_refusal, package_versions
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, builtin_folder, read_params_yaml
 from ..paths import (CHECKPOINT, HOME_ENV, PROJECT_MARKER, STAND_IN_MARKER, RunDir, beside_hint, cache_root,
                      checkout_root, is_hub_id, local_checkpoint, nearest_existing, project_root, run_folder,
@@ -370,6 +370,11 @@ def remote_code_checks(values: dict[str, Any]) -> list[Check]:
                   note="NOTE") for what, options, model in scorers if (options or {}).get("trust_remote_code")]
 
 
+def checkout_checks() -> list[Check]:
+    """A NOTE where git refuses repro's checkout (owned by another user): the run records no commit."""
+    return [Check("checkout", True, why, note="NOTE")] if (why := git_refusal()) else []
+
+
 def estimated_bytes(values: dict[str, Any]) -> int:
     """What the run will write into its run directory, roughly (texts of its rows, kept several times over; the
     margin alone when the row count is not known before loading the source)."""
@@ -416,8 +421,9 @@ def cache_checks(values: dict[str, Any], download: int) -> list[Check]:
 def preflight(values: dict[str, Any], run_root: Path, params_file: Path | None = None) -> list[Check]:
     """Every check, in the order one fixes them: machine, packages, inputs, caches, disk (params_file: the one run)."""
     inputs, download = input_checks(values, params_file)
-    return [*device_checks(values), *process_checks(values), *remote_code_checks(values), *package_checks(values),
-            *combination_checks(values), *revision_checks(values), *inputs, *run_dataset_checks(values, run_root),
+    return [*device_checks(values), *process_checks(values), *remote_code_checks(values), *checkout_checks(),
+            *package_checks(values), *combination_checks(values), *revision_checks(values), *inputs,
+            *run_dataset_checks(values, run_root),
             *publish_checks(values), *cache_checks(values, download), disk_check(values, run_root, download)]
 
 
@@ -434,7 +440,7 @@ def say_notes(checks: list[Check]) -> None:
     """The lines of the checks that passed with a note (IDLE, NOTE): at a run's start, while a Ctrl-C costs nothing."""
     for check in checks:
         if check.ok and check.note:
-            print(check.line(), flush=True)
+            print(check.line())
 
 
 def require(checks: list[Check], params_file: str | Path, list_only: bool = False) -> int | None:
