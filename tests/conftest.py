@@ -30,6 +30,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 import pytest
 from filelock import FileLock
+from markdown_it import MarkdownIt
 
 from repro.cli.run import skip_rfc3987_grammar
 
@@ -42,6 +43,21 @@ ULTRAFEEDBACK = FIXTURES / "ultrafeedback"
 # the only reasons a test may skip: what a machine cannot have (pyproject.toml registers these markers)
 ALLOWED_SKIP_MARKERS = ("real_weights", "gpu", "vllm")
 DEMO_PARAMS = ROOT / "params" / "demo.yaml"
+
+
+def html_elements(markdown: str) -> list[str]:
+    """The raw HTML that markdown-it (CommonMark and tables, HTML on, as JupyterLab's Markdown) passes on from
+    `markdown`."""
+    tokens = MarkdownIt().enable("table").parse(markdown)
+    tokens += [child for token in tokens for child in token.children or []]
+    return [token.content for token in tokens if token.type in ("html_block", "html_inline")]
+
+
+def shown_text(markdown: str) -> str:
+    """The text a reader sees of `markdown` so rendered: each block's text and code spans, a line each."""
+    words = {"text": None, "code_inline": None, "softbreak": " "}
+    return "\n".join("".join(words[c.type] or c.content for c in t.children if c.type in words)
+                     for t in MarkdownIt().enable("table").parse(markdown) if t.type == "inline")
 
 
 def read_jsonl(path: Path) -> list[dict]:

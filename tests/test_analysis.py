@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from conftest import html_elements, shown_text
 
 from repro.analysis import report as analysis
 from repro.card import gather_facts
@@ -22,6 +23,7 @@ from repro.exporters import export_rows
 from repro.manifest import Manifest, sha256_file
 from repro.parameters import AnalyzeParams, CardParams
 from repro.paths import RunDir
+from repro.subject import mark_scorer
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "02_analyze.ipynb"
@@ -668,3 +670,25 @@ def test_lengths_are_measured_in_a_column_of_texts_and_conversations_and_a_row_w
         margin.corr(diff, method="spearman"))
     assert (length["chosen_longer_test"]["chars"]["positive"], length["chosen_longer_test"]["chars"]["negative"]) == (
         (diff > 0).sum(), (diff < 0).sum())
+
+
+def test_text_from_the_data_never_becomes_html_in_the_input_view_and_the_headline(tmp_path, train_rows):
+    """A dataset someone sent, named ``rows` <img src=x onerror=...> ` ``, whose `chosen` messages have a field named
+    "<img ...>" and whose scorer (recorded beside it by `repro score`) is named with a <script>: the input view put the
+    file name between backticks it closed, and the headline printed the scorer, the name and the length reason's column
+    type as they were; JupyterLab ran the <img> and <script> of 02_analyze's output. Now they show as text."""
+    rows = json.loads(json.dumps(train_rows[:12]))
+    for r in rows:
+        r["chosen"] = [{"<img src=x onerror=alert(3)>": m["content"]} for m in r["chosen"]]
+    path = tmp_path / "rows` <img src=x onerror=alert(1)> `.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    scorer = "builtin:tiny\n\n<script>alert(2)</script>"
+    mark_scorer(path, {"model": scorer, "kind": "pairrm", "stand_in": True})
+    p = AnalyzeParams(dataset=str(path), run_dir=str(tmp_path / "run"), bootstrap_resamples=100)
+    view = analysis.load(p)._repr_markdown_()
+    assert html_elements(view) == [] and f"12 rows of {path} (split train_prefs)" in shown_text(view)
+    headline = analysis.analyze(p)._repr_markdown_()
+    assert html_elements(headline) == []
+    for shown in (f"stand-in scorer ({scorer.replace(chr(10), ' ')})", f"analysed from {path} (",
+                  "column 'chosen' is list<item: struct<<img src=x onerror=alert(3)>: string>>"):
+        assert shown in shown_text(headline)

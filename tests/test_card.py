@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from huggingface_hub import DatasetCard
+from conftest import html_elements
 from markdown_it import MarkdownIt
 from scipy import stats
 
@@ -3600,13 +3601,6 @@ def test_a_card_split_this_runs_dataset_lacks_is_refused_as_02_analyze_refuses_i
     write_split(datasets.Dataset.from_list(seed_rows(3), features=SEED_FEATURES), run.dataset, "test_prefs")
     for split in ("train_prefs", "test_prefs"):  # the split built, and another the run's dataset holds
         assert card_for(run.root, card_split=split)[0].splits[0].name == "train_prefs"
-
-
-def html_elements(markdown: str) -> list[str]:
-    """The raw HTML that markdown-it (CommonMark, HTML on, as JupyterLab's preview) passes on from `markdown`."""
-    tokens = MarkdownIt().parse(markdown)
-    tokens += [child for token in tokens for child in token.children or []]
-    return [token.content for token in tokens if token.type in ("html_block", "html_inline")]
 
 
 def test_text_from_the_data_never_becomes_html_in_the_card(tmp_path, train_rows):

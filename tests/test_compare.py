@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from conftest import html_elements, shown_text
 from scipy import stats as sps
 
 from repro import compare
@@ -327,6 +328,32 @@ def test_no_disagreement_is_said_in_a_sentence(compared):
     result = compared[0]
     none = dataclasses.replace(result, tables={"disagreements": result.tables["disagreements"].iloc[:0]})
     assert "No aligned row disagrees" in compare.disagreements(none).data  # not a table of headers only
+
+
+def test_text_from_the_data_never_becomes_html_in_the_verdict(published, tmp_path):
+    """A reference someone sent, with a column named "<img src=x onerror=...>", its score_chosen renamed
+    "Score`<chosen>`" and two rows of prompt_id "<img src=3>": the verdict (04_compare's output) listed its columns and
+    the duplicated id as they were, and put the renamed column between backticks it closed; the slice sentence did
+    the same with a file's name and the candidate run's parameters (from its manifest). JupyterLab ran the <img>s.
+    Now they show as text."""
+    rows = copy.deepcopy(published["rows"])
+    for r in rows:
+        r["Score`<chosen>`"], r["<img src=x onerror=alert(1)>"] = r.pop("score_chosen"), "x"
+    rows[1]["prompt_id"] = rows[2]["prompt_id"] = "<img src=3>"
+    (path := tmp_path / "reference.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    verdict = compare.compare(params(tmp_path, reference=str(path), candidate=published["candidate"]))._repr_markdown_()
+    assert html_elements(verdict) == []
+    for shown in (", <img src=x onerror=alert(1)>)", "its Score`<chosen>` may be score_chosen renamed",
+                  "with <img src=3>…"):
+        assert shown in shown_text(verdict)
+    source, name, drop = pa.table({"prompt": [f"Prompt {i}." for i in range(40)]}), "<img src=x onerror=f(4)>", "<b>"
+    sides = [compare.Side(side, [name], "train_prefs", source.slice(10, 20), np.zeros(20, dtype=np.int64))
+             for side in ("reference", "candidate")]
+    result = compare.compare_datasets(*sides, params(tmp_path / "slice", reference="x"), source,
+                                      hints={"part_start": 0, "drop_from": drop})[0]
+    for shown in (result["verdict"], *card_sections(result)):  # (and the card's Reproduction section, each language)
+        assert html_elements(shown) == [] and f"drop_from={drop}" in shown_text(shown), shown
+    assert f"(got {drop!r})). local:{name}: reproduced exactly by part_start=0" in shown_text(result["verdict"])
 
 
 def test_outputs_are_written_and_recorded(compared):

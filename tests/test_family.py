@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import psutil
 import pytest
+from conftest import html_elements, shown_text
 
 from killed_run import command_line
 from repro import family as fam
@@ -1038,6 +1039,32 @@ def test_each_members_name_and_verdict_are_shown_whole_its_headline_in_the_table
         assert set(NAMES + HEADLINES) <= set(cells), cells
         assert not [c for c in cells if "**" in c or "…" in c or "..." in c], cells
     assert full.data == "\n\n".join(f"#### `{n}`\n\n{v}" for n, v in zip(NAMES, VERDICTS))
+
+
+def test_names_from_a_familys_records_never_become_html_in_05_family(tmp_path, monkeypatch):
+    """A family folder someone sent: a member folder named "m` <img src=x onerror=...> `", a grid key and a parameter
+    named "<img ...>" in the members' manifests. 05_family put the member's name between backticks it closed (the
+    few-rows caveat, each verdict's heading), and the members' table header and the caption of where rows came from
+    held the key and the parameter as HTML; JupyterLab ran the <img>s. Now they show as text."""
+    import IPython.display
+
+    root, name, key, parameter = tmp_path / "fam", "m` <img src=x onerror=f(1)> `", "<img src=x onerror=f(2)>", "<b>"
+    for index, member in enumerate((name, "other")):
+        _member(root, member, index, [0.1, 0.3, 0.0, 0.5], {parameter: index}, {"rows_computed": 4},
+                grid={key: index})
+        (root / member / "compare.json").write_text(json.dumps({"verdict": "**Reproduced**: 4 of 4 rows agree."}))
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs: shown.extend(objs))
+    family_view_module.show_members(view)
+    show_verdicts(view)
+    members, caveat, _, verdicts = shown
+    for html in (members.to_html(), origins(view).to_html()):
+        assert not re.search(r"<(img|b)\b", html)
+    assert f">{key.replace('<', '&lt;').replace('>', '&gt;')}</th>" in members.to_html()
+    assert "between the members: &lt;b&gt;</caption>" in origins(view).to_html()
+    for markdown in (caveat.data, verdicts.data):
+        assert html_elements(markdown) == [] and name in shown_text(markdown)
 
 
 def test_the_family_margins_figure_keeps_long_member_names_and_its_labels_inside_it(tmp_path):

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import datasets
 import pytest
+from conftest import html_elements, shown_text
 from markdown_it import MarkdownIt
 
 from repro import parameters
@@ -457,6 +458,14 @@ def test_a_notebooks_parameters_table_shows_a_value_with_backticks_as_text(tmp_p
     shown = build(CardParams, {"run_dir": str(tmp_path / "run"), "pretty_name": value})._repr_markdown_()
     assert f"| `pretty_name` | ``{value!r}`` (default `None`) |" in shown
     assert "<img" not in MarkdownIt().render(shown)
+
+
+def test_a_backtick_in_text_does_not_open_the_code_span_that_follows_it():
+    """A column named "a`b" shown as text, then a file named "<img src=x onerror=alert(1)>" in a code span: the text's
+    backtick closed at the span's first, and the <img> ran. Now the text's backticks are shown as text too."""
+    name = "<img src=x onerror=alert(1)>"
+    shown = f"columns {parameters.one_line('a`b')} of {parameters.code_span(name)}"
+    assert html_elements(shown) == [] and shown_text(shown) == f"columns a`b of {name}"
 
 
 def test_yaml_anchors_and_merge_keys_share_values_between_bundles(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 import math
@@ -12,6 +13,7 @@ import datasets
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import html_elements, shown_text
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.legend import Legend
 from scipy import stats as sps
@@ -165,15 +167,15 @@ def _scored_rows(train_rows) -> list[dict]:
     return rows
 
 
-def _run(tmp_path, rows: list[dict], name: str) -> RunDir:
+def _run(tmp_path, rows: list[dict], name: str, model: str = "builtin:tiny-pairrm", second: str = SECOND) -> RunDir:
     run = RunDir(tmp_path / name)
     features = output_features(keep_all_candidates=True)
-    if SECOND in rows[0]:
-        features[SECOND] = features["candidate_scores"]
+    if second in rows[0]:
+        features[second] = features["candidate_scores"]
     write_split(datasets.Dataset.from_list(rows, features=features), run.dataset)
     manifest = Manifest(run)
     manifest.set_counts(kept=len(rows))
-    manifest.record("scorer", {"model": "builtin:tiny-pairrm", "stand_in": True})
+    manifest.record("scorer", {"model": model, "stand_in": True})
     return run
 
 
@@ -245,6 +247,27 @@ def test_notebook_cell_shows_the_table(two_scorers, monkeypatch):
     assert list(shown[1].data.columns) == ["builtin:tiny-pairrm vs tiny-seqcls"]
     assert list(shown[1].data.index) == [c for c in two_scorers[2].agreement.columns if c not in ("scorer_a", "scorer_b")]
     assert not re.search(r"\d\.\d{5}", shown[1].to_html()) and re.search(r">60</td>", shown[1].to_html())  # rows
+
+
+def test_scorer_names_from_the_data_show_as_text_in_the_notebook_cell(train_rows, tmp_path, monkeypatch):
+    """A run someone sent, its second scorer's column named `candidate_scores_<img src=x onerror=...>` and its primary
+    scorer named with a backtick in its manifest: show_agreement put the names between backticks (the primary's closed
+    them), said who decided the pairs as it was, and the table's header held the names as HTML; JupyterLab ran the
+    <img>s. Now they show as text."""
+    primary, other = "rm` <img src=y onerror=alert(2)> `", "<img src=x onerror=alert(1)>"
+    rows = [{**{k: v for k, v in r.items() if k != SECOND}, f"candidate_scores_{other}": r[SECOND]}
+            for r in _scored_rows(train_rows)]
+    run = _run(tmp_path, rows, "run", model=primary, second=f"candidate_scores_{other}")
+    result = analysis.analyze(AnalyzeParams(run_dir=str(run.root), bootstrap_resamples=200))
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *objects: shown.extend(objects))
+    analysis.show_agreement(result)
+    sentence, table = shown[0].data, shown[1].to_html()
+    assert html_elements(sentence) == []
+    assert f"Scorers: {primary}, {other}. {primary} (the primary scorer) picked" in shown_text(sentence)
+    assert not re.search(r"<(img|script)\b", table) and html.escape(f"{primary} vs {other}") in table
+    assert html_elements(result._repr_markdown_()) == []  # (the headline's line of the two)
+    assert f"Scorers {primary} vs {other} (60 prompts)" in shown_text(result._repr_markdown_())
 
 
 def test_agreement_figure_and_table_are_recorded(two_scorers):

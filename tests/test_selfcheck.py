@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import MAIN, PINNED
+from conftest import MAIN, PINNED, html_elements, shown_text
 
 from repro import card as repro_card
 from repro import cli
@@ -182,6 +182,32 @@ def test_failed_rows_are_named_as_repro_score_names_them(tmp_path, two_rows, tin
     pq.write_table(pa.Table.from_pylist([json.loads(line) for line in lines]), tmp_path / "rows.parquet")
     assert selfcheck_rows(tmp_path / "rows.parquet", 2)[3] == ["row 1", "row 2"]
     assert selfcheck_rows(blank, 2)[3] == ["line 2", "line 4"]
+
+
+def test_names_and_rows_from_the_input_never_become_html_in_the_report(tmp_path, two_rows, tiny_pairrm_dir,
+                                                                       monkeypatch):
+    """--input rows someone sent, in a file named "rows` <img src=x onerror=...> `.jsonl", with a prompt that starts
+    with an <img>, and a reference model in a folder named alike: the report (its notebook view and selfcheck.md)
+    put the command and the model between backticks the names closed, and the failed rows' prompts in a cell as they
+    were; JupyterLab ran the <img>s. Now they show as text."""
+    rows = [json.loads(line) for line in two_rows.read_text(encoding="utf-8").splitlines()]
+    prompt = "<img src=x onerror=f(2)> " + rows[0]["prompt"]
+    rows[0]["prompt"] = prompt
+    (path := tmp_path / "rows` <img src=x onerror=f(1)> `.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    other = build_tiny_pairrm(tmp_path / "ref` <img src=x onerror=f(3)> `", seed=1, layout="transformers")
+    argv = ["selfcheck", "--model", str(tiny_pairrm_dir), "--reference-model", str(other), "--device", "cpu",
+            "--input", str(path), "--no-timing", "--report", str(tmp_path / "report")]
+    monkeypatch.setattr(sys, "argv", ["repro", *argv])  # (the command the report shows, as typed)
+    report = run_selfcheck(*argv[2:5:2], device="cpu", input=path, timing=False, report_dir=tmp_path / "report",
+                           log=lambda *_: None)
+    assert report.verdict == "FAIL"
+    shown = report._repr_markdown_()
+    assert html_elements(shown) == [] and shown == (tmp_path / "report" / "selfcheck.md").read_text()
+    for said in (f"--reference-model '{other.name}' ", f"reference local folder {other.name};",
+                 f"2 rows from {path.name};", f"weights of local folder {other.name}",
+                 f"2 rows beyond tolerance: line 1 ({prompt[:40] + '…'!r})"):
+        assert said in shown_text(shown), said
 
 
 def test_a_model_path_or_stand_in_that_is_not_there_is_refused_before_anything_runs(tmp_path, two_rows, capsys):

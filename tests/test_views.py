@@ -203,3 +203,12 @@ def test_texts_in_a_notebook_table_are_shown_as_written_not_read_as_html():
     assert ">Explain the &lt;textarea&gt; element<" in html
     assert ">a &lt;b&gt;bold&lt;/b&gt; &amp; &lt;script&gt;x&lt;/script&gt; answer<" in html
     assert ">0.5000<" in html and ">-1.2500<" in html  # numbers as before
+
+
+def test_column_names_in_a_notebook_table_are_shown_as_written_not_read_as_html():
+    """`candidate_columns: ["<img src=x onerror=alert(1)>"]`, a column of a dataset someone sent: the cells were
+    escaped, not the header, and JupyterLab ran the <img> of 01_construct's preview (02_analyze's scorer names too)."""
+    name = "<img src=x onerror=alert(1)>"
+    html = views.rows_preview(datasets.Dataset.from_list([{"prompt": "Why?", name: "Because."}]), ["prompt", name])
+    html = html.to_html()
+    assert "<img" not in html and ">&lt;img src=x onerror=alert(1)&gt;<" in html and ">Because.<" in html

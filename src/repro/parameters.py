@@ -177,10 +177,12 @@ def table_cell(text: Any) -> str:
 LINE_BREAK_RE = re.compile(r"\r\n?|\n")  # (CommonMark's line endings)
 
 
-def one_line(text: Any) -> str:
-    """Text from the data or the user in Markdown's prose (the card's, a notebook's): its HTML (<, >, &) shown as text,
-    on one line."""
-    return LINE_BREAK_RE.sub(" ", html.escape(str(text), quote=False))
+def one_line(text: Any, spans: bool = False) -> str:
+    """Text from the data or the user in Markdown's prose (the card's, a notebook's): its HTML (<, >, &) and backticks
+    (which would pair with a code span's after it; `spans`: left to make its own, where no value's span follows) shown
+    as text, on one line."""
+    text = html.escape(str(text), quote=False)
+    return LINE_BREAK_RE.sub(" ", text if spans else text.replace("`", "&#96;"))
 
 
 def fence(text: str, least: int = 1) -> str:

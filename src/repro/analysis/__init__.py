@@ -5,6 +5,8 @@ from typing import Any
 
 import jinja2
 
+from ..parameters import code_span, one_line
+
 # the prose of metrics.json, compare.json and the notebooks' headlines: templates/, one macro per text
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), trim_blocks=True,
                           lstrip_blocks=True, undefined=jinja2.StrictUndefined, autoescape=False)
@@ -25,7 +27,7 @@ def p_value(x: float | None, spec: str = ".3g") -> str:
     return "< 1e-300" if x == 0 else f"= {number(x, spec)}"
 
 
-_ENV.filters.update(g=number, percent=percent, p=p_value)
+_ENV.filters.update(g=number, percent=percent, p=p_value, code=code_span, text=one_line)  # (code, text: as the card's)
 
 
 def prose(template: str, macro: str, *args: Any) -> str:

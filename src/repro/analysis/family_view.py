@@ -21,7 +21,7 @@ from ..errors import DataError, counted, did_you_mean
 from ..family import short_of
 from ..jobs import atomic_write_json
 from ..manifest import LAST_RUN, Manifest, now
-from ..parameters import FamilyViewParams
+from ..parameters import FamilyViewParams, code_span, one_line
 from ..exporters import seed_view
 from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir, project_root
 from ..sources import load_source
@@ -315,7 +315,7 @@ def origins(view: FamilyView) -> Any:
                  "from_work": "from their own earlier runs (work/)"})
     differ = ", ".join(view.summary["parameters_that_differ"]) or "none"
     started = " that started" if any(m["status"] == NOT_STARTED for m in view.summary["members"]) else ""
-    return table.style.set_caption(f"Parameters that differ between the members{started}: {differ}")
+    return table.style.set_caption(one_line(f"Parameters that differ between the members{started}: {differ}"))
 
 
 def headline(verdict: str | None) -> str:
@@ -329,5 +329,5 @@ def show_verdicts(view: FamilyView) -> None:
     if not (compared := [m for m in view.summary["members"] if m["verdict"]]):
         return ipython.display(ipython.Markdown(prose("report", "no_family_verdict")))  # (not a table of bare headers)
     rows = pd.DataFrame([{"member": m["member"], "verdict": headline(m["verdict"])} for m in compared])
-    ipython.display(readable(rows), ipython.Markdown("\n\n".join(f"#### `{m['member']}`\n\n{m['verdict']}"
+    ipython.display(readable(rows), ipython.Markdown("\n\n".join(f"#### {code_span(m['member'])}\n\n{m['verdict']}"
                                                                for m in compared)))

@@ -22,7 +22,7 @@ from ..exporters import CALLED, detect_format, seed_view
 from ..formats import holds_scores
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
-from ..parameters import AnalyzeParams, ConstructParams
+from ..parameters import AnalyzeParams, ConstructParams, code_span, one_line
 from ..paths import EXTREMES_TABLE, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
 from ..sources import load_source, require_columns
 from ..subject import claim, dataset_or_own, declared_scorer, read_as_pairrm, refuse_unbuilt
@@ -72,7 +72,7 @@ class ScoreData:
         return self.score_chosen - self.score_rejected
 
     def _repr_markdown_(self) -> str:
-        return (f"**{self.n:,} rows** of `{self.source}` (split `{self.split}`) to analyse; "
+        return (f"**{self.n:,} rows** of {code_span(self.source)} (split {code_span(self.split)}) to analyse; "
                 f"{self.n_rows - self.n:,} excluded {self.excluded_reasons or ''}".rstrip())
 
 
@@ -326,8 +326,8 @@ def show_agreement(result: AnalysisResult) -> None:
     # a column per pair of scorers, a row per measure: 15 columns were twice as wide as JupyterLab's panel
     shown = table.drop(columns=["scorer_a", "scorer_b"]).astype(object).set_axis(  # (counts stay integers)
         table["scorer_a"] + " vs " + table["scorer_b"]).T
-    ipython.display(ipython.Markdown(f"Scorers: {', '.join(f'`{s}`' for s in block['scorers'])}. "
-                                     f"{block['decided_by']}."), readable(shown.rename_axis("measure")))
+    ipython.display(ipython.Markdown(f"Scorers: {', '.join(map(code_span, block['scorers']))}. "
+                                     f"{one_line(block['decided_by'])}."), readable(shown.rename_axis("measure")))
 
 
 def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:
@@ -445,6 +445,7 @@ def readable(frame: pd.DataFrame) -> Any:
     texts = [c for c in shown.columns if not pd.api.types.is_numeric_dtype(shown[c]) and c not in ids]
     wide = [c for c in texts if shown[c].astype(str).str.len().max() > 24]  # kept from being squeezed
     styled = shown.style.format(precision=4, na_rep="", escape="html")  # texts as written (`<textarea>`, not a box)
+    styled = styled.format_index(escape="html", axis=0).format_index(escape="html", axis=1)  # column names too
     styled = styled.set_properties(subset=texts, **{"text-align": "left"}) \
         .set_properties(subset=wide, **{"min-width": "12em", "overflow-wrap": "anywhere"}).set_table_styles(
             {c: [{"selector": "th", "props": "text-align: left"}] for c in texts}, overwrite=False)  # headers too

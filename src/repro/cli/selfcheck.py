@@ -24,7 +24,8 @@ from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError, ReproError, counted
 from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
-from ..parameters import ConstructParams, Count, Device, check_value, default_batch_tokens, table_cell
+from ..parameters import (ConstructParams, Count, Device, check_value, code_span, default_batch_tokens, one_line,
+                          table_cell)
 from ..paths import (RUNS_DIR, SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, here_path, is_hub_id,
                      project_root, public_name, public_text, typed_path, unicode_twin)
 from ..revisions import SCORING_CODE, hub_offline, model_identity, python_digest
@@ -288,7 +289,7 @@ def _equivalence_check(name: str, scores, reference, dtype: str, named: Sequence
     found = {"llm_blender_model": _model_label(blender_spec)} if blender_spec else {}
     found.update(compare_scores(scores, reference, dtype))
     bad, tolerance = found["rows_beyond_tolerance"], f"{found['atol']:g} + {found['rtol']:g}·|score|"
-    where = f"llm-blender on `{found['llm_blender_model']}`: " if blender_spec else ""
+    where = f"llm-blender on {code_span(found['llm_blender_model'])}: " if blender_spec else ""
     detail = (f"{where}max |diff| {found['max_abs_diff']:.2e} (tolerance {tolerance}) on "
               f"{counted(found['rows'], 'row')}; ranks agree on {100 * found['rank_agreement']:.1f} %")
     if bad:
@@ -620,9 +621,11 @@ def _shell_command(argv: Sequence[str]) -> str:
 REPORT = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                             undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True,
                             keep_trailing_newline=True, autoescape=False)
-# tidy: a cell's text with no path of this machine (`_pasteable`) and pipes escaped
-REPORT.filters.update(rows=lambda n: counted(n, "row"), tidy=lambda text: table_cell(_pasteable(str(text))),
-                      label=_model_label, lock_summary=lock_summary, f=format)
+# tidy: a text with no path of this machine (`_pasteable`), its HTML shown as text (`one_line`: its code spans kept
+# unless spans=False, where another's follows) and pipes escaped; code: a name in a code span, as the card's
+REPORT.filters.update(rows=lambda n: counted(n, "row"), label=_model_label, lock_summary=lock_summary, f=format,
+                      tidy=lambda text, spans=True: table_cell(one_line(_pasteable(str(text)), spans)),
+                      code=lambda text: table_cell(code_span(_pasteable(str(text)))))
 
 
 def render_markdown(record: dict[str, Any]) -> str:
