@@ -180,7 +180,7 @@ LINE_BREAK_RE = re.compile(r"\r\n?|\n")  # (CommonMark's line endings)
 def one_line(text: Any) -> str:
     """Text from the data or the user in Markdown's prose (the card's, a notebook's): its HTML (<, >, &) shown as text,
     on one line."""
-    return LINE_BREAK_RE.sub(" ", html.escape(str(text), quote=False))
+    return LINE_BREAK_RE.sub(" ", html.escape(str(text), quote=False)).replace("[", "\\[").replace("]", "\\]")
 
 
 def fence(text: str, least: int = 1) -> str:
