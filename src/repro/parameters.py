@@ -177,10 +177,19 @@ def table_cell(text: Any) -> str:
 LINE_BREAK_RE = re.compile(r"\r\n?|\n")  # (CommonMark's line endings)
 
 
+class Shown(str):
+    """Text `one_line` escaped, which keeps what it shows (`raw`): a code span of it shows that."""
+    raw: str
+
+
 def one_line(text: Any) -> str:
-    """Text from the data or the user in Markdown's prose (the card's, a notebook's): its HTML (<, >, &) shown as text,
-    on one line."""
-    return LINE_BREAK_RE.sub(" ", html.escape(str(text), quote=False)).replace("[", "\\[").replace("]", "\\]")
+    """Text from the data, the user or a record in Markdown's prose (the card's, a notebook's): its HTML (<, >, &)
+    shown as text, no link nor image (`](`), on one line."""
+    if isinstance(text, Shown):
+        return text
+    shown = Shown(LINE_BREAK_RE.sub(" ", html.escape(str(text), quote=False)).replace("](", "]\\("))
+    shown.raw = str(text)
+    return shown
 
 
 def fence(text: str, least: int = 1) -> str:
@@ -192,7 +201,7 @@ def fence(text: str, least: int = 1) -> str:
 def code_span(name: Any) -> str:
     """`name` as markdown's inline code on one line, in a `fence` (spaced apart where it starts or ends with a
     backtick), which nothing in it ends: what it holds (HTML too) shows as it is."""
-    name = LINE_BREAK_RE.sub(" ", str(name))
+    name = LINE_BREAK_RE.sub(" ", str(getattr(name, "raw", name)))
     space, ticks = " " * (name[:1] == "`" or name[-1:] == "`"), fence(name)
     return f"{ticks}{space}{name}{space}{ticks}"
 
