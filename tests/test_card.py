@@ -3637,9 +3637,19 @@ def test_text_from_a_run_manifest_never_becomes_html_in_the_card(tmp_path):
         data["environment"]["packages"] = {evil: evil}
         data["scorer"]["model"] = data["scorer"]["device"] = evil
         data["parameters"].update(source=evil, source_split=evil, candidate_columns=[evil, "resp1"])
+        # (a re-check: numbers and versions it printed as they were, a copied run's record may make any text)
+        data["environment"]["python"] = "3.11.7<img src=x onerror=alert(201)>"
+        data["counts"]["source"] = "<img src=x onerror=alert(202)>"
+        data["parameters"]["part_start"] = "<img src=x onerror=alert(203)>"
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    metrics["margin"]["mean"] = "[a link](https://evil.example/1) ![](https://evil.example/t.png)<img src=x>"
+    (tmp_path / "run" / "metrics.json").write_text(json.dumps(metrics))
     body = DatasetCard.load(card_for(tmp_path / "run")[1]).text
     assert html_elements(body) == [] and MarkdownIt().render(body).count("<hr />") == 1
     assert body.count("&lt;script&gt;alert(2)&lt;/script&gt;") >= 4  # (the origin and the package, in each half)
+    assert "evil.example" in body and "evil.example" not in "".join(  # (shown, never a link nor an image)
+        str(t.attrs) for token in MarkdownIt().parse(body) for t in token.children or [] if t.type in ("link_open",
+                                                                                                     "image"))
 
 
 def test_the_templates_put_no_value_between_backticks_of_their_own():

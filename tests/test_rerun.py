@@ -1276,3 +1276,17 @@ def test_a_run_folder_whose_parts_link_out_of_it_is_refused_before_any_work(prev
             f"or give the run another folder (--out, or run_dir in a notebook)") in out, out
     assert main(["run", *args, "--force"]) == 2
     assert files_of(previous_run.root) == before and files_of(other) == theirs and stubbed_notebooks == []
+    # a part linking to another part (tables -> work/scoring): --force crashed in rmtree, left a 'complete' run bare
+    previous_run.dataset.unlink()
+    shutil.move(other, previous_run.dataset)
+    shutil.rmtree(previous_run.tables)
+    previous_run.tables.symlink_to(previous_run.stage_work("scoring", False))
+    before = files_of(previous_run.root)
+    assert main(["run", *args, "--force"]) == 2
+    assert f"{previous_run.root}'s tables is a link to {previous_run.stage_work('scoring', False)}, another of its " \
+           f"parts: a run removes" in " ".join(capsys.readouterr().err.split())
+    assert files_of(previous_run.root) == before and stubbed_notebooks == []
+    # a record of another shape (its outputs a list): nothing to remove, no AttributeError
+    with Manifest(previous_run).edit() as data:
+        data["outputs"] = ["dataset/README.md"]
+    assert Manifest(previous_run).outputs() == {}

@@ -203,6 +203,16 @@ def test_a_digest_that_is_a_path_is_a_damaged_fingerprint_and_moves_nothing_out_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
     assert len(list((work / "stale-damaged").glob("chunk-*.json"))) == 6
     assert "its fingerprint.json is damaged (not what repro writes)" in capsys.readouterr().err
+    # the re-check: a hex digest whose stale- folder is a link out of the run, an outside file of a chunk's name there
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "chunk-000000.json").write_text("precious")
+    (work / "fingerprint.json").write_text(json.dumps({**fingerprint, "digest": "abcdef"}))
+    (work / "stale-abcdef").symlink_to(outside)
+    run_chunked(prompts, CountingFn(), work_dir=work, fingerprint={"job": "a"}, chunk_size=10)
+    assert [p.name for p in outside.iterdir()] == ["chunk-000000.json"]
+    assert (outside / "chunk-000000.json").read_text() == "precious"
+    assert not (work / "stale-abcdef").is_symlink() and len(list((work / "stale-abcdef").glob("chunk-*.json"))) == 6
 
 
 def test_shares_cover_the_chunks_once_and_merge_to_the_single_process_result(tmp_path, prompts):

@@ -138,6 +138,8 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any], cache: RowCach
     digest, fp_path = fingerprint_of(fingerprint), work_dir / FINGERPRINT_FILE
     if fp_path.exists() and (old := digest_on_disk(work_dir)) != digest:
         stale, chunks, differ, by = work_dir / f"{STALE_PREFIX}{old}", list(work_dir.glob(CHUNK_GLOB)), "", ""
+        if stale.is_symlink():  # (a copied folder's: chunks moved through it would land outside the run)
+            stale.unlink()
         stale.mkdir(exist_ok=True)
         reused = "not reused"
         with contextlib.suppress(OSError, LookupError, TypeError, ValueError):  # what they were made with, if told

@@ -473,7 +473,8 @@ class Manifest:
     def outputs(self, data: dict[str, Any] | None = None) -> dict[str, Any]:
         """The outputs the record (`data`, else the manifest) names inside the run: a key naming a file elsewhere (a
         copied run's record may) is none of its own, never read nor removed."""
-        return {k: v for k, v in ((data or self.read()).get("outputs") or {}).items() if within(k, self.run.root)}
+        outputs = (data or self.read()).get("outputs")
+        return {k: v for k, v in outputs.items() if within(k, self.run.root)} if isinstance(outputs, dict) else {}
 
     def made_results(self) -> bool:
         """Whether the recorded run made anything but executed notebooks (else nothing to keep; work/ stays anyway)."""

@@ -177,12 +177,21 @@ def table_cell(text: Any) -> str:
 LINE_BREAK_RE = re.compile(r"\r\n?|\n")  # (CommonMark's line endings)
 
 
+class Shown(str):
+    """Text `one_line` escaped, which keeps what it shows (`raw`): a code span of it shows that."""
+    raw: str
+
+
 def one_line(text: Any, spans: bool = False) -> str:
-    """Text from the data or the user in Markdown's prose (the card's, a notebook's): its HTML (<, >, &) and backticks
-    (which would pair with a code span's after it; `spans`: left to make its own, where no value's span follows) shown
-    as text, on one line."""
-    text = html.escape(str(text), quote=False)
-    return LINE_BREAK_RE.sub(" ", text if spans else text.replace("`", "&#96;"))
+    """Text from the data, the user or a record in Markdown's prose (the card's, a notebook's): its HTML (<, >, &),
+    links and images (`](`) and backticks (which would pair with a code span's after it; `spans`: left to make its
+    own, where no value's span follows) shown as text, on one line."""
+    if isinstance(text, Shown):
+        return text
+    escaped = html.escape(str(text), quote=False).replace("](", "]\\(")
+    shown = Shown(LINE_BREAK_RE.sub(" ", escaped if spans else escaped.replace("`", "&#96;")))
+    shown.raw = str(text)
+    return shown
 
 
 def fence(text: str, least: int = 1) -> str:
@@ -194,7 +203,7 @@ def fence(text: str, least: int = 1) -> str:
 def code_span(name: Any) -> str:
     """`name` as markdown's inline code on one line, in a `fence` (spaced apart where it starts or ends with a
     backtick), which nothing in it ends: what it holds (HTML too) shows as it is."""
-    name = LINE_BREAK_RE.sub(" ", str(name))
+    name = LINE_BREAK_RE.sub(" ", str(getattr(name, "raw", name)))
     space, ticks = " " * (name[:1] == "`" or name[-1:] == "`"), fence(name)
     return f"{ticks}{space}{name}{space}{ticks}"
 

@@ -244,7 +244,10 @@ def within(path: str | Path, folder: Path) -> bool:
     """Whether `path` (a relative one taken from `folder`) lies inside `folder`, links followed: a path a run's own
     files give (copied from anyone: `..`, absolute, through a link, a NUL) that a run removes, moves or publishes
     must."""
-    return "\0" not in str(path) and folder.resolve() in Path(folder, path).resolve().parents
+    try:
+        return "\0" not in str(path) and folder.resolve() in Path(folder, path).resolve().parents
+    except OSError:  # (a name too long)
+        return False
 
 
 def record_project(data: dict[str, Any], run: Path) -> Path:
@@ -540,8 +543,9 @@ class RunDir:
         work = [self.stage_work(s, t) for s in ("generation", "scoring") for t in (False, True)]
         parts = (*self.folders(), self.work / "test", *work, self.manifest, self.card, self.metrics, self.compare,
                  self.lock)
-        if link := next((p for p in parts if p.is_symlink() and not within(p, self.root)), None):
-            return (f"{self.root}'s {link.relative_to(self.root)} is a link to {link.resolve()}, out of it: a run "
+        if link := next((p for p in parts if p.is_symlink()), None):
+            where = "another of its parts" if within(link, self.root) else "out of it"
+            return (f"{self.root}'s {link.relative_to(self.root)} is a link to {link.resolve()}, {where}: a run "
                     f"removes and writes files there, so it is refused, with --force too. Replace the link by a copy "
                     f"of what it leads to, or give the run another folder (--out, or run_dir in a notebook)")
         if not (held := self.foreign(building)):

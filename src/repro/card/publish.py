@@ -127,8 +127,8 @@ def _environment_of(lang: str, templates: Path, stamp: tuple) -> jinja2.Environm
                            (templates / "citations.bib").read_text(encoding="utf-8"))})
     env.filters.update(
         json=json.dumps, code=code_span, text=one_line, block=code_block, public=public_value, cell=table_cell,
-        v=lambda value: fmt(value, words.unknown),
-        metric=lambda value: words.undefined if value is None else fmt(value, words.unknown),  # null: NaN/inf
+        v=lambda value: one_line(fmt(value, words.unknown)),  # (a record's value: a copied run's may be any text)
+        metric=lambda value: words.undefined if value is None else one_line(fmt(value, words.unknown)),  # null: NaN/inf
         p=lambda value: p_value(value, ".6g"))
     words = env.globals["t"] = env.get_template(f"{lang}.jinja").module  # (after globals, filters: its macros use them)
     return env
