@@ -468,6 +468,14 @@ def test_a_backtick_in_text_does_not_open_the_code_span_that_follows_it():
     assert html_elements(shown) == [] and shown_text(shown) == f"columns a`b of {name}"
 
 
+def test_text_keeping_its_own_code_spans_escapes_only_outside_them():
+    """selfcheck.md's details (`spans`): a model folder `runs&more` in the span the detail made showed `runs&amp;more`
+    (a code span shows what it holds as it is); the text around it is still escaped."""
+    shown = parameters.one_line(f"llm-blender on {parameters.code_span('runs&more <x>')}: a & b <img src=x> [l](u)",
+                                spans=True)
+    assert shown_text(shown) == "llm-blender on runs&more <x>: a & b <img src=x> [l](u)" and html_elements(shown) == []
+
+
 def test_yaml_anchors_and_merge_keys_share_values_between_bundles(tmp_path):
     """`<<: *anchor` (YAML's merge key) was refused as "not valid YAML"; a key the merge gives and the mapping sets
     again is the mapping's (YAML's rule), while a key set twice by hand is still refused."""

@@ -770,6 +770,29 @@ def test_a_complete_run_in_a_folder_one_cannot_write_has_nothing_to_do_and_work_
             f"yours).") in capsys.readouterr().err
 
 
+def test_a_run_folder_one_cannot_read_is_refused_not_a_traceback(bare_machine, monkeypatch, capsys,
+                                                                   stubbed_notebooks):
+    # a colleague's private run (chmod 700): reading its selfcheck.json raised PermissionError, a traceback, where a
+    # folder one cannot write was refused ("cannot be written ... read-only, or not yours")
+    project = bare_machine / "shared-project"
+    project.mkdir()
+    monkeypatch.setenv("REPRO_HOME", str(project))
+    assert main(["run", "demo"]) == 0
+    run, real_access, real_open = project / "runs" / "demo", os.access, Path.open
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: not Path(p).is_relative_to(run) and
+                        real_access(p, mode, **kw))  # (root reads and writes everywhere)
+
+    def denied(path, *args, **kwargs):
+        if Path(path).is_relative_to(run):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr(Path, "open", denied)
+    capsys.readouterr()
+    for check in (["--check"], []):
+        assert main(["run", *check, "demo"]) == 2
+        assert f"{run} cannot be written ({run} is read-only, or not yours)" in capsys.readouterr().err
+
+
 def test_a_relative_path_missing_from_the_project_it_was_taken_from_names_the_params_file_s_project(
         bare_machine, monkeypatch, capsys):
     # `repro run --check /proj/params/mine.yaml` from a folder outside any project: `source: data/mine.jsonl` was

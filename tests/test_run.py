@@ -361,6 +361,19 @@ def test_generation_demo_goes_from_prompts_to_a_dataset(repro_run, tmp_path):
         assert row["reference_response"] and set(row["candidates"]) >= {row["chosen"][1]["content"]}
 
 
+def test_a_user_with_no_home_nor_account_runs_repro(monkeypatch, capsys):
+    """HOME unset and a user id of no account (an arbitrary uid in a container): Path('~').expanduser() raises, and
+    every command (--version too) crashed with 'RuntimeError: Could not determine home directory.'"""
+    import pwd
+
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("IPYTHONDIR", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: (_ for _ in ()).throw(KeyError(uid)))
+    with pytest.raises(SystemExit) as stop:
+        cli_main(["--version"])
+    assert stop.value.code == 0 and "repro" in capsys.readouterr().out
+
+
 def test_a_home_that_cannot_be_written_leaves_no_ipython_warning_nor_folder(tmp_path):
     """HOME read-only or none (a container's user): IPython warned "IPython parent '...' is not a writable location,
     using a temp directory." in `repro run` and in each kernel, and left its temp folders in TMPDIR (the demo: 10)."""

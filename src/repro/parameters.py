@@ -175,6 +175,7 @@ def table_cell(text: Any) -> str:
 
 
 LINE_BREAK_RE = re.compile(r"\r\n?|\n")  # (CommonMark's line endings)
+CODE_SPAN_RE = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)")  # (a run of backticks to one as long)
 
 
 class Shown(str):
@@ -188,8 +189,14 @@ def one_line(text: Any, spans: bool = False) -> str:
     own, where no value's span follows) shown as text, on one line."""
     if isinstance(text, Shown):
         return text
-    escaped = html.escape(str(text), quote=False).replace("](", "]\\(")
-    shown = Shown(LINE_BREAK_RE.sub(" ", escaped if spans else escaped.replace("`", "&#96;")))
+    def escaped(part: str) -> str:
+        part = html.escape(part, quote=False).replace("](", "]\\(")
+        return part if spans else part.replace("`", "&#96;")
+    raw, pieces, last = str(text), [], 0
+    for span in CODE_SPAN_RE.finditer(raw) if spans else ():  # (its own code spans show what they hold as it is)
+        pieces += [escaped(raw[last:span.start()]), span[0]]
+        last = span.end()
+    shown = Shown(LINE_BREAK_RE.sub(" ", "".join(pieces) + escaped(raw[last:])))
     shown.raw = str(text)
     return shown
 

@@ -547,7 +547,8 @@ class RunDir:
             where = "another of its parts" if within(link, self.root) else "out of it"
             return (f"{self.root}'s {link.relative_to(self.root)} is a link to {link.resolve()}, {where}: a run "
                     f"removes and writes files there, so it is refused, with --force too. Replace the link by a copy "
-                    f"of what it leads to, or give the run another folder (--out, or run_dir in a notebook)")
+                    f"of what it leads to, or give the run another folder (--out, or run_dir in a notebook); to keep "
+                    f"a run's files on another disk, make its folder itself the link (ln -s /scratch/NAME runs/NAME)")
         if not (held := self.foreign(building)):
             return ""
         return (f"{self.root} holds {', '.join(held)} but no manifest.json, so no repro run made them: a run would "

@@ -61,9 +61,12 @@ def ipython_dir() -> Iterator[None]:
     """Inside, where HOME cannot hold IPython's folder (read-only, or none: a container's user), IPYTHONDIR names one
     folder for the command and the kernels it starts, removed as it ends: IPython made one in TMPDIR at each start,
     the command's and each kernel's, warned of each and left them all behind."""
-    default = Path("~/.ipython").expanduser()
-    usable = default if default.exists() else default.parent  # (as IPython looks: its folder, else the one above)
-    if "IPYTHONDIR" in os.environ or usable.is_dir() and os.access(usable, os.W_OK):
+    try:
+        default = Path("~/.ipython").expanduser()
+    except RuntimeError:  # no HOME, and a user id of no account (an arbitrary uid in a container)
+        default = None
+    usable = default if default is None or default.exists() else default.parent  # (as IPython looks, else above)
+    if "IPYTHONDIR" in os.environ or usable is not None and usable.is_dir() and os.access(usable, os.W_OK):
         yield
         return
     with tempfile.TemporaryDirectory(prefix="repro-ipython-", ignore_cleanup_errors=True) as folder:

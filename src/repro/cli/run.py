@@ -338,6 +338,8 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     run_root = run_folder(values.get("run_dir"), values["run_name"])
     default = not values.get("run_dir")
     values["run_dir"] = str(run_root)
+    if run_root.is_dir() and not os.access(run_root, os.R_OK | os.X_OK):  # (nor read: refused before reading it)
+        check_run_root(run_root, given_as, default)
     find_selfcheck(run_root, values.get("selfcheck"))  # a wrong `selfcheck` is an error before anything runs
     resolved = resolve_parameters(values)
     for name in resolved["notebooks"]:
