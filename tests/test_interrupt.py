@@ -342,7 +342,7 @@ def test_a_kernel_killed_during_scoring_is_said_so_and_the_same_command_continue
     assert json.loads((out / "manifest.json").read_text())["scorer"]["chunks_resumed"] >= kept
 
 
-def test_a_run_logged_to_a_file_writes_each_line_as_it_comes(tmp_path):
+def test_a_run_logged_to_a_file_writes_each_line_as_it_comes(tmp_path, repro_run):
     """`repro run demo > run.log 2>&1` (Slurm, nohup, `| tee`): run.log stayed empty until the run ended (stdout
     block-buffered where it is no terminal; PYTHONUNBUFFERED, which this machine sets, hid it), and stderr's lines came
     before the header; a SIGKILL lost the lines for good."""

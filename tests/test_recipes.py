@@ -75,7 +75,11 @@ def hub_spies(monkeypatch, tiny_pairrm_dir, policy_dir):
         calls["load_dataset"].append((repo_id, split, revision))
         return datasets.Dataset.from_list(rows)
 
+    real_snapshot_download = revisions.huggingface_hub.snapshot_download
+
     def snapshot_download(repo_id, revision=None, **kw):
+        if kw.get("local_files_only"):  # (a look in the local hub cache, revisions.hub_snapshot's: no load)
+            return real_snapshot_download(repo_id, revision=revision, **kw)
         calls["snapshot_download"].append((repo_id, revision))
         return str(tiny_pairrm_dir if "pairrm" in repo_id.lower() else policy_dir)
 
