@@ -1164,6 +1164,12 @@ def test_a_checkout_git_refuses_as_another_users_is_said_by_the_check_and_at_the
     assert git_commit() == {"commit": None, "dirty": None}  # what the run records, as before
     note = (f"  NOTE     checkout: git refuses the checkout at {ROOT} as owned by another user, so the run records no "
             f"commit (its card says commit unknown): `git config --global --add safe.directory {ROOT}` lets it")
+    with pytest.raises(SystemExit):  # `repro --version` said "git commit None" without a word of why
+        main(["--version"])
+    assert capsys.readouterr().out.strip().endswith(f"git commit None: git refuses the checkout at {ROOT} as owned by "
+                                                    f"another user, so the run records no commit (its card says "
+                                                    f"commit unknown): `git config --global --add safe.directory "
+                                                    f"{ROOT}` lets it)")
     assert main(["run", "--check", "demo", "--out", str(bare_machine / "run")]) == 0  # (not a thing to fix)
     out = capsys.readouterr().out.splitlines()
     assert "everything the run needs is here" in out[0] and [line for line in out if "NOTE" in line] == [note]

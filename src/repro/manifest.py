@@ -211,7 +211,8 @@ def version_line() -> str:
         return f"repro {__version__} ({NOT_FROM_CHECKOUT}: installed at {Path(__file__).resolve().parent})"
     git = git_commit(checkout)
     dirty = ", with uncommitted changes" if git["dirty"] else ""
-    return f"repro {__version__} (checkout {checkout}, git commit {git['commit']}{dirty})"
+    why = f": {refusal}" if git["commit"] is None and (refusal := git_refusal()) else ""
+    return f"repro {__version__} (checkout {checkout}, git commit {git['commit']}{dirty}{why})"
 
 
 def find_selfcheck(run_root: str | Path, given: str | Path | None = None) -> Path | None:

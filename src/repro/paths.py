@@ -538,8 +538,8 @@ class RunDir:
                 if p.is_file() or p.is_dir() and any(p.iterdir())]
 
     def foreign_refusal(self, building: bool) -> str:
-        """Why a run may not write into this folder (one of its parts a link out of it, as in a copied folder, or
-        `foreign`), and what to do; "" when it may."""
+        """Why a run may not write into this folder (one of its parts a link, out of it as in a copied folder or to
+        another part, or `foreign`), and what to do; "" when it may."""
         work = [self.stage_work(s, t) for s in ("generation", "scoring") for t in (False, True)]
         parts = (*self.folders(), self.work / "test", *work, self.manifest, self.card, self.metrics, self.compare,
                  self.lock)
