@@ -236,7 +236,8 @@ def check_members_differ(grid: dict[str, list[Any]], members: list[Member], wher
                 raise ParameterError(f"family.grid in {' and '.join(dict.fromkeys((where[first], where[key])))}: "
                                      f"{param} is set by both grid keys {first} and {key}: each member would take "
                                      f"{key}'s value; set it in one.")
-    shaped = [{k: v for k, v in shaping(m.resolved).items() if k not in idle_parameters(m.resolved)} for m in members]
+    idle_of = [idle_parameters(m.resolved) for m in members]  # (once a member, not once a key)
+    shaped = [{k: v for k, v in shaping(m.resolved).items() if k not in idle} for m, idle in zip(members, idle_of)]
     if (i := next((i for i, one in enumerate(shaped) if one in shaped[:i]), None)) is None:
         return
     a, b = members[shaped.index(shaped[i])], members[i]

@@ -328,7 +328,8 @@ def replace_run(run: RunDir, force: bool) -> None:
     """Remove what the previous run made (`--force`, or a run that made nothing) and say so (and what its record names
     out of it, left alone)."""
     data = Manifest(run).read()
-    elsewhere = [k for k in data.get("outputs") or {} if k not in Manifest(run).outputs(data)]
+    inside, recorded = Manifest(run).outputs(data), data.get("outputs")  # (each key resolved once)
+    elsewhere = [k for k in recorded if k not in inside] if isinstance(recorded, dict) else []
     removed = clear_previous_run(run)
     print(f"repro run: {'--force: ' if force else ''}removed the previous run's {', '.join(removed) or 'nothing'} "
           f"from {run.root}" + f"; its record also names {', '.join(elsewhere)}, outside {run.root}: left alone" *
