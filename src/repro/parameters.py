@@ -175,7 +175,7 @@ def table_cell(text: Any) -> str:
 
 
 LINE_BREAK_RE = re.compile(r"\r\n?|\n")  # (CommonMark's line endings)
-CODE_SPAN_RE = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)")  # (a run of backticks to one as long)
+CODE_SPAN_RE = re.compile(r"(?<![`\\])(`+)(?!`).*?(?<!`)\1(?!`)")  # (a run of backticks to one as long; \` opens none)
 
 
 class Shown(str):
