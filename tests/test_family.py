@@ -21,6 +21,7 @@ import pandas as pd
 import psutil
 import pytest
 from conftest import html_elements, shown_text
+from markdown_it import MarkdownIt
 
 from killed_run import command_line
 from repro import family as fam
@@ -1065,6 +1066,40 @@ def test_names_from_a_familys_records_never_become_html_in_05_family(tmp_path, m
     assert "between the members: &lt;b&gt;</caption>" in origins(view).to_html()
     for markdown in (caveat.data, verdicts.data):
         assert html_elements(markdown) == [] and name in shown_text(markdown)
+
+
+def test_a_members_stored_verdict_and_records_never_become_html_or_links_in_05_family(tmp_path, monkeypatch):
+    """A member folder someone sent: its compare.json's verdict (Markdown 04_compare wrote, shown by 05_family as it
+    was stored) held `<img src=x onerror=...>`, live in JupyterLab, and `[x](javascript:...)` links; its manifest's
+    scorer and counts and its metrics.json's scorer names hold the same. Now the verdict's bold and code spans show,
+    its HTML and links as text, and the tables show every record's text as text."""
+    import IPython.display
+
+    evil = "<img src=x onerror=alert(1)> ` [x](javascript:alert(1))"
+    root = tmp_path / "fam"
+    _member(root, "a", 0, [0.1, 0.3, 0.0, 0.5], {"seed": 0}, {"rows_computed": 4}, {"model": evil},
+            counts={f"dropped_{evil}": 1})
+    (root / "a" / "metrics.json").write_text(json.dumps({"agreement": {"primary": "p", "pairs": [
+        {"scorers": ["p", evil], "same_chosen": {"fraction": 0.5}}]}}))
+    verdict = (f"**Reproduced**: `` {evil} `` and {evil}\n\n\\`{evil}`\n\n[r]: javascript:alert(2)\n\n"  # (\`: no span)
+               f"> [q]: javascript:alert(3)\n\n[r] [q] <javascript:alert(4)> ![i](javascript:alert(5))")
+    (root / "a" / "compare.json").write_text(json.dumps({"verdict": verdict, "notes": [evil], "slice": {
+        "sentence": evil}, "reference": {"specs": [evil], "split": evil}, "candidate": {"specs": [evil]}}))
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs: shown.extend(objs))
+    family_view_module.show_members(view)
+    show_verdicts(view)
+    members, *_, headlines, verdicts = shown  # (and the caveat of its few rows)
+    markdown = MarkdownIt().enable("table")
+    markdown.validateLink = lambda url: True  # (markdown-it drops javascript: links itself; JupyterLab's marked not)
+    tokens = [t for token in markdown.parse(verdicts.data) for t in [token, *(token.children or [])]]
+    assert html_elements(verdicts.data) == [] and not [t for t in tokens if t.type in ("link_open", "image")]
+    assert not re.search(r"<img|javascript:alert\(\d\)\"", markdown.render(verdicts.data))
+    assert evil in [t.content for t in tokens if t.type == "code_inline"] and "strong_open" in {t.type for t in tokens}
+    assert "<img src=x onerror=alert(1)> ` [x](javascript:alert(1))" in shown_text(verdicts.data)  # (as text)
+    for table in (members, headlines, origins(view)):
+        assert not re.search(r"<img|href", table.to_html())
 
 
 def test_the_family_margins_figure_keeps_long_member_names_and_its_labels_inside_it(tmp_path):

@@ -470,10 +470,13 @@ def test_a_backtick_in_text_does_not_open_the_code_span_that_follows_it():
 
 def test_text_keeping_its_own_code_spans_escapes_only_outside_them():
     """selfcheck.md's details (`spans`): a model folder `runs&more` in the span the detail made showed `runs&amp;more`
-    (a code span shows what it holds as it is); the text around it is still escaped."""
+    (a code span shows what it holds as it is); the text around it is still escaped. A backslash before a backtick
+    (`\\``, a backtick as text) was read as opening a span, and the <img> after it kept as the span's: it ran."""
     shown = parameters.one_line(f"llm-blender on {parameters.code_span('runs&more <x>')}: a & b <img src=x> [l](u)",
                                 spans=True)
     assert shown_text(shown) == "llm-blender on runs&more <x>: a & b <img src=x> [l](u)" and html_elements(shown) == []
+    shown = parameters.one_line("a \\`<img src=x onerror=alert(1)>`", spans=True)  # (\`: a backtick, no span's)
+    assert shown_text(shown) == "a `<img src=x onerror=alert(1)>`" and html_elements(shown) == []
 
 
 def test_yaml_anchors_and_merge_keys_share_values_between_bundles(tmp_path):

@@ -175,7 +175,7 @@ def table_cell(text: Any) -> str:
 
 
 LINE_BREAK_RE = re.compile(r"\r\n?|\n")  # (CommonMark's line endings)
-CODE_SPAN_RE = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)")  # (a run of backticks to one as long)
+CODE_SPAN_RE = re.compile(r"(?<![`\\])(`+)(?!`).*?(?<!`)\1(?!`)")  # (a run of backticks to one as long; \` opens none)
 
 
 class Shown(str):
@@ -183,17 +183,21 @@ class Shown(str):
     raw: str
 
 
-def one_line(text: Any, spans: bool = False) -> str:
+def one_line(text: Any, spans: bool = False, markdown: bool = False) -> str:
     """Text from the data, the user or a record in Markdown's prose (the card's, a notebook's): its HTML (<, >, &),
     links and images (`](`) and backticks (which would pair with a code span's after it; `spans`: left to make its
-    own, where no value's span follows) shown as text, on one line."""
+    own, where no value's span follows) shown as text, on one line. `markdown`: a paragraph of Markdown a record
+    holds (a member's verdict), its bold, entities and code spans kept, its HTML (a `<` that starts a tag) and links
+    (`](`, a definition's `]:`) shown as text."""
     if isinstance(text, Shown):
         return text
     def escaped(part: str) -> str:
+        if markdown:
+            return re.sub("<(?=[a-zA-Z/!?])", "&lt;", part).replace("](", "]\\(").replace("]:", "]\\:")
         part = html.escape(part, quote=False).replace("](", "]\\(")
         return part if spans else part.replace("`", "&#96;")
     raw, pieces, last = str(text), [], 0
-    for span in CODE_SPAN_RE.finditer(raw) if spans else ():  # (its own code spans show what they hold as it is)
+    for span in CODE_SPAN_RE.finditer(raw) if spans or markdown else ():  # (its own spans show what they hold as it is)
         pieces += [escaped(raw[last:span.start()]), span[0]]
         last = span.end()
     shown = Shown(LINE_BREAK_RE.sub(" ", "".join(pieces) + escaped(raw[last:])))

@@ -329,5 +329,7 @@ def show_verdicts(view: FamilyView) -> None:
     if not (compared := [m for m in view.summary["members"] if m["verdict"]]):
         return ipython.display(ipython.Markdown(prose("report", "no_family_verdict")))  # (not a table of bare headers)
     rows = pd.DataFrame([{"member": m["member"], "verdict": headline(m["verdict"])} for m in compared])
-    ipython.display(readable(rows), ipython.Markdown("\n\n".join(f"#### {code_span(m['member'])}\n\n{m['verdict']}"
-                                                               for m in compared)))
+    # each as its compare.json holds it, where a copied member's may hold any text: its HTML and links shown as text
+    whole = ["\n\n".join(one_line(p, markdown=True) for p in m["verdict"].split("\n\n")) for m in compared]
+    ipython.display(readable(rows), ipython.Markdown("\n\n".join(f"#### {code_span(m['member'])}\n\n{verdict}"
+                                                               for m, verdict in zip(compared, whole))))
