@@ -134,6 +134,17 @@ def test_members_alike_in_every_value_that_shapes_their_data_are_refused_as_one_
         with pytest.raises(ParameterError, match=rf"family\.grid\.{list(grid)[-1]} in the params file does not tell "
                                                  rf"members \S+ and \S+ apart, they would be the same run: {why}"):
             _plan({**values, "family": {"grid": grid}}, tmp_path)
+    # a key idle for some members only (a seed beside a selection that takes none): the advice names bundles
+    grid = {"selection": ["best_worst", "random_pair"], "selection_seed": [0, 1]}
+    with pytest.raises(ParameterError, match=r"selection_seed acts only with selection: best_random or random_pair, "
+                                             r"which neither member has; set that, or take selection_seed out of the "
+                                             r"grid; or vary it only where it acts, each combination a bundle of a key "
+                                             r"of your own: `runs: \[\{selection: best_worst\}, \{selection: "
+                                             r"random_pair, selection_seed: 0\}, \{selection: random_pair, "
+                                             r"selection_seed: 1\}\]`"):
+        _plan({**values, "family": {"grid": grid}}, tmp_path)
+    runs = [{"selection": "best_worst"}, *({"selection": "random_pair", "selection_seed": s} for s in (0, 1))]
+    assert len(_plan({**values, "family": {"grid": {"runs": runs}}}, tmp_path).members) == 3
     # what tells them apart: a seed where the members generate, a limit the file does not set
     policy = {"generate": True, "policy_model": "builtin:tiny-policy", "candidate_columns": ["resp0", "resp1"]}
     assert len(_plan({**values, **policy, "family": {"grid": {"generation_seed": [0, 1]}}}, tmp_path).members) == 2

@@ -16,8 +16,8 @@ import yaml
 from .errors import ParameterError, ReproError, did_you_mean
 from .jobs import fingerprint_of
 from .manifest import NOT_SHAPING, Manifest
-from .parameters import (MAPPING_FIELDS, NOTEBOOK_SECTIONS, all_fields, notebook_fields, once, read_value,
-                         idle_parameters, resolve_parameters, unused_generation, validate_all)
+from .parameters import (ACTS_ONLY_WITH, MAPPING_FIELDS, NOTEBOOK_SECTIONS, all_fields, notebook_fields, once,
+                         read_value, idle_parameters, resolve_parameters, unused_generation, validate_all)
 from .paths import FAMILY_JSON, FAMILY_LOGS, RunDir, ascii_folder_safe, folder_safe, run_folder
 from .revisions import run_fingerprint, shaping
 
@@ -247,10 +247,20 @@ def check_members_differ(grid: dict[str, list[Any]], members: list[Member], wher
     readers = {p: " and ".join(nb for nb in NOTEBOOK_SECTIONS if p in notebook_fields(nb)) or "none" for p in params}
     notebooks, origin = ", ".join(a.resolved["notebooks"]), " and ".join(dict.fromkeys(where[k] for k in keys))
     idle = idle_parameters(a.resolved, b.resolved)
+
+    def bundles(p: str) -> str:  # (where other members' values make p act: the grid it meant, as bundles)
+        other, combos = ACTS_ONLY_WITH.get(p, ("", ()))[0], []
+        for m, idle_in in zip(members, idle_of):
+            if other and (combo := {other: m.resolved[other], **({} if p in idle_in else {p: m.resolved[p]})}) \
+                    not in combos:
+                combos.append(combo)
+        return "" if all(p not in c for c in combos) else (
+            "; or vary it only where it acts, each combination a bundle of a key of your own: `runs: ["
+            + ", ".join("{" + ", ".join(f"{k}: {v}" for k, v in c.items()) + "}" for c in combos) + "]`")
     why = [f"generate is false, so no candidates are generated and {p} shapes nothing; set generate: true, or take "
            f"{p} out of the grid" if p in unused_generation(a.resolved, b.resolved) else
-           f"{p} acts only with {idle[p]}, which neither member has; set that, or take {p} out of the grid" if p in idle
-           else
+           f"{p} acts only with {idle[p]}, which neither member has; set that, or take {p} out of the grid{bundles(p)}"
+           if p in idle else
            f"{p} only decides how the work is cut and run, not what the data holds; take it out of the grid"
            if p in NOT_SHAPING else
            f"{p} is read by {readers[p]}, which the members do not run (notebooks: {notebooks}); add that notebook "
