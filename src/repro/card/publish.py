@@ -223,9 +223,10 @@ def check_card(card_path: str | Path) -> dict[str, Any]:
     info = DatasetInfosDict.from_dataset_card_data(card.data)[CONFIG_NAME]
     configs = MetadataConfigs.from_dataset_card_data(card.data)
     report: dict[str, Any] = {"card": str(card_path), "configs": dict(configs), "splits": {}}
-    # the configs' files under the folder's path, escaped (datasets reads it as a pattern too: a run folder run[1])
+    # as a Hub user loads it; in a folder whose path datasets reads as a pattern (run[1]), the configs' files escaped
     folder = glob.escape(str(card_path.parent))
-    files = {f["split"]: f"{folder}/{f['path']}" for f in configs[CONFIG_NAME]["data_files"]}
+    files = {f["split"]: f"{folder}/{f['path']}" for f in configs[CONFIG_NAME]["data_files"]} \
+        if folder != str(card_path.parent) else None
     with tempfile.TemporaryDirectory() as cache:  # a check: no Arrow copy kept (02_analyze's is sources')
         for split in info.splits.values():
             ds = datasets.load_dataset(str(card_path.parent), split=split.name, data_files=files, cache_dir=cache)
