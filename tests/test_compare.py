@@ -242,6 +242,15 @@ def test_the_main_figures_read_as_one_table(compared):
     assert "few_rows_note" not in [note[0] for note in compared[0].result["note_facts"]]
 
 
+def test_a_published_folder_named_with_square_brackets_is_compared(published, tmp_path):
+    # datasets reads the files it is given as glob patterns: a published folder named pub[1] matched none of its
+    # own shards ("At least one valid data file must be specified"), and 04_compare could not load it
+    pub = write_rows(published["rows"], tmp_path / "pub[1]")
+    same = compare.compare(params(tmp_path / "run", reference=pub, candidate=published["candidate"]))
+    assert same.result["verdict"].startswith("**Reproduced within 0.001: all 40 reference rows (split `train_prefs`) "
+                                             "agree**.")
+
+
 def test_the_verdict_opens_with_its_conclusion(compared, published, tmp_path):
     # the verdict ran from "37 of 39 reference rows aligned" through every statistic and never said whether the
     # dataset was reproduced; the card's "rows that disagree" named neither the tolerance nor the split

@@ -1222,7 +1222,6 @@ def test_a_demo_family_scores_every_row_once_and_each_member_equals_its_run_alon
     # a second run of the family computes nothing and gives byte-identical files
     again = _repro(*family)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert again.stdout.count("is complete with the same parameters") == 2
     assert "nothing to do: every member and the family view are complete" in again.stdout  # 05_family not run again
     assert {p: _sha(p) for p in files} == files
 
@@ -1346,7 +1345,7 @@ def test_check_on_a_family_lists_what_every_member_needs_and_runs_nothing(tmp_pa
     assert (f"family folder: {root} holds a family view of other parameters (bootstrap_resamples (7 there, 200 now)); "
             f"--force: 05_family makes the family view again") in out and "not run again" in out
     assert Manifest(root).read()["parameters"]["bootstrap_resamples"] == 200
-    assert cli.main([*family, "--check"]) == 0
+    assert cli.main([*family, "--check"]) == 0 and "nothing to do" in capsys.readouterr().out
     redone = Manifest(member)
     (member.notebooks / "02_analyze.ipynb").write_text('{"rerun": true}')
     redone.add_outputs(member.notebooks / "02_analyze.ipynb")  # as its run again records it
@@ -1778,23 +1777,27 @@ def test_the_family_margins_figure_draws_no_members_name_as_boxes(tmp_path):
 
 
 
+def completes(ran: list[str]):
+    """A stand-in for run_notebooks: a run that completes, recorded as repro run records one (its folder's name put in
+    `ran`)."""
+    def complete(values, root, **kw):
+        ran.append(Path(root).name)
+        manifest = Manifest(RunDir(root))
+        manifest.start_run({}, values["notebooks"], merge=True)
+        manifest.update(**kw["record"], fingerprint=kw["fingerprint"])
+        manifest.finish_run("complete")
+        return 0
+    return complete
+
+
 def test_a_copied_project_whose_family_is_complete_has_nothing_to_do(tmp_path, monkeypatch, capsys):
     # a grid over local files, given by their absolute paths: the copy's family names the copy's files; the family
     # folder's record of the members (the old project's paths) is planned anew before it is compared
     import shutil
 
     ran = []
-
-    def complete(values, root, **kw):  # (a run that completes, recorded as repro run records one)
-        ran.append(Path(root).name)
-        manifest = Manifest(RunDir(root))
-        manifest.start_run({}, values["notebooks"])
-        manifest.update(**kw["record"], fingerprint=kw["fingerprint"])
-        manifest.finish_run("complete")
-        return 0
-
     monkeypatch.setattr(family_cli, "ensure_kernel", lambda name=None: name)
-    monkeypatch.setattr(family_cli, "run_notebooks", complete)
+    monkeypatch.setattr(family_cli, "run_notebooks", completes(ran))
     monkeypatch.delenv("REPRO_HOME", raising=False)
     old, copy = tmp_path / "old", tmp_path / "copy"
     (old / "data").mkdir(parents=True)
@@ -1815,11 +1818,39 @@ def test_a_copied_project_whose_family_is_complete_has_nothing_to_do(tmp_path, m
     # (its line names the local inputs its members read, as a run's does)
     assert ("family demo: nothing to do: every member and the family view are complete, of these parameters, local "
             "inputs, code and packages") in run(copy) and len(ran) == 3
-    planned = Manifest(copy / "runs" / "f").read()["members"]
-    assert planned["source-a.jsonl"] == {"source": str(copy / "data" / "a.jsonl")}
     (copy / "data" / "b.jsonl").write_text("".join(rows[20:30]))  # a file changed after the copy: changed data
     run(copy)
     assert ran[3:] == ["source-b.jsonl", "f"]
+    planned = Manifest(copy / "runs" / "f").read()["members"]  # (nothing to do wrote nothing; this run plans anew)
+    assert planned["source-a.jsonl"] == {"source": str(copy / "data" / "a.jsonl")}
+
+
+def test_a_complete_family_in_a_folder_one_cannot_write_has_nothing_to_do_and_work_left_there_is_refused(
+        tmp_path, monkeypatch, capsys):
+    # a colleague checks that a shared, finished family is current: `repro run --grid ...` (--check or not) was
+    # refused ("--out ... cannot be written", exit 2) before it knew there was nothing to do, as `repro run` says
+    ran = []
+    monkeypatch.setattr(family_cli, "ensure_kernel", lambda name=None: name)
+    monkeypatch.setattr(family_cli, "run_notebooks", completes(ran))
+    root = tmp_path / "f"
+    grid = ["run", str(DEMO), "--set", "mini_count=4", "--out", str(root), "--grid"]
+    assert main([*grid, "mini_index=0,1"]) == 0 and ran == ["mini_index-0", "mini_index-1", "f"]
+    # (another family's complete view there is no view of this one: refused, as before)
+    assert main([*grid, "mini_index=0,1", "--set", "family={name: other}", "--check"]) == 1
+    assert f"{root} holds family demo's record, not other's" in capsys.readouterr().out
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).is_relative_to(root) and
+                        mode == os.W_OK else real_access(p, mode, **kw))  # (root writes everywhere)
+    written = {p: p.stat().st_mtime_ns for p in [root, *root.rglob("*")]}
+    capsys.readouterr()
+    for check in (["--check"], []):  # nothing runs, nothing is written
+        assert main([*grid, "mini_index=0,1", *check]) == 0 and len(ran) == 3
+        assert (f"family demo: nothing to do: every member and the family view are complete, of these parameters, "
+                f"code and packages -> {root}") in capsys.readouterr().out
+    assert {p: p.stat().st_mtime_ns for p in [root, *root.rglob("*")]} == written
+    # a member left to run there could not be: refused, saying why
+    assert main([*grid, "mini_index=0,1,2", "--check"]) == 2 and len(ran) == 3
+    assert f"--out {root} cannot be written ({root} is read-only, or not yours)" in capsys.readouterr().err
 
 
 def test_rows_the_row_cache_gave_an_interrupted_call_count_as_from_the_cache_in_the_family_table():

@@ -19,6 +19,7 @@ from repro.cli import run as run_cli
 from repro.cli.run import KERNEL_NAME, ensure_kernel
 from repro.errors import ReproError
 from repro.manifest import sha256_file
+from repro.sources import demo_path, load_source
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "params" / "demo.yaml"
@@ -49,6 +50,18 @@ def test_same_parameters_give_byte_identical_datasets(demo_run, repro_run, tmp_p
     proc = repro_run(DEMO, "--out", tmp_path / "again", "--set", "notebooks=[01_construct]")  # 01 writes it
     assert proc.returncode == 0, proc.stderr
     assert sha256_file(tmp_path / "again" / SHARD) == sha256_file(demo_run / SHARD)
+
+
+def test_a_source_and_a_run_folder_with_square_brackets_in_their_names_run_through(repro_run, tmp_path):
+    # datasets reads the files it is given as glob patterns: 01_construct could not read prompts[v2].jsonl (a bare
+    # StopIteration), nor 02_analyze the shards of run[1]'s dataset, nor 03_card's check load its card's folder
+    source, out = tmp_path / "prompts[v2].jsonl", tmp_path / "run[1]"
+    source.write_bytes(demo_path().read_bytes())
+    proc = repro_run(DEMO, "--out", out, "--set", f"source={source}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and list(manifest["notebooks"]) == ["01_construct", "02_analyze", "03_card"]
+    assert manifest["counts"]["source"] == 40 and len(load_source(str(out))) == manifest["counts"]["kept"] >= 32
 
 
 def test_what_the_notebooks_say_on_stderr_reaches_the_terminal(repro_run, tmp_path):

@@ -203,6 +203,21 @@ def test_a_second_score_of_the_same_output_with_another_work_dir_is_busy(tmp_pat
     assert {p.name for p in tmp_path.iterdir()} == {"in.jsonl", "scored.jsonl", STAND_IN_MARKER, "w1", "w2"}
 
 
+def test_a_work_dir_whose_lock_is_a_link_out_of_it_is_refused_as_a_run_folder_is(tmp_path, sppo_rows, capsys):
+    """`repro score --work-dir DIR` took its lock through DIR/.repro-run.lock, a link to a file elsewhere (a copied
+    folder), writing over that file, where `repro run` refuses a run folder whose parts are links out of it."""
+    src, out, work = write_jsonl(tmp_path / "in.jsonl", sppo_rows[:3]), tmp_path / "scored.jsonl", tmp_path / "w"
+    (elsewhere := tmp_path / "elsewhere.txt").write_text("someone else's file")
+    work.mkdir()
+    (work / ".repro-run.lock").symlink_to(elsewhere)
+    argv = ["score", "--model", "builtin:tiny-pairrm", "--input", str(src), "--output", str(out), "--device", "cpu"]
+    assert main([*argv, "--work-dir", str(work)]) == 2
+    assert (f"--work-dir {work}: {work}'s .repro-run.lock is a link to {elsewhere}, out of it: a run removes and "
+            f"writes files there, so it is refused, with --force too.") in capsys.readouterr().err
+    assert elsewhere.read_text() == "someone else's file" and not out.exists()
+    assert not (tmp_path / "scored.jsonl.work").exists()  # (refused before any lock was taken)
+
+
 def test_chunks_of_other_settings_are_set_aside_with_a_line_saying_so(tmp_path, tiny_pairrm_dir, sppo_rows, capsys):
     """A re-run with another --batch-tokens moved the finished chunks to stale-<hash>/ and scored all again without a
     word: one line now says how many, which settings differ, and where they were kept."""

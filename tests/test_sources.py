@@ -501,3 +501,25 @@ def test_a_readmes_configs_are_honoured_beside_the_marker_repro_score_writes(tmp
     (folder / STAND_IN_MARKER).unlink()
     bare = load_source(str(folder), "train_prefs")
     assert marked.features == bare.features == features and marked.to_list() == bare.to_list()
+
+
+def test_paths_with_square_brackets_are_read_as_themselves(tmp_path, train_rows):
+    """datasets reads the files it is given as glob patterns: prompts[v2].jsonl matched nothing (a bare StopIteration
+    from inside datasets), nor did the shards of a dataset folder pub[1] ("could not be read as one dataset"), nor a
+    file [x] beside the marker `repro score` writes. Each is read as itself now; a folder of loose data files, which
+    datasets' own folder loader lists by patterns under the folder's path, is refused saying so."""
+    rows = train_rows[:5]
+    source = tmp_path / "prompts[v2].jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ds = load_source(str(source))
+    assert ds["prompt"] == [r["prompt"] for r in rows]
+    write_split(ds, tmp_path / "pub[1]")
+    assert load_source(str(tmp_path / "pub[1]"))["prompt"] == ds["prompt"]
+    ds.to_parquet(str(tmp_path / "rows*.parquet"))
+    assert load_source(str(tmp_path / "rows*.parquet"))["prompt"] == ds["prompt"]
+    marked = _loose_folder(tmp_path / "scored", ["h4[1].jsonl"])
+    mark_scorer(marked / "h4[1].jsonl", {"model": "builtin:tiny-pairrm", "kind": "pairrm", "stand_in": True})
+    assert len(load_source(str(marked), "train")) == 1
+    loose = _loose_folder(tmp_path / "loose[2]", ["rows.jsonl"])
+    with pytest.raises(DataError, match=re.escape(f"source {str(loose)!r} has [, ], * or ? in its path")):
+        load_source(str(loose), "train")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import gzip
 import hashlib
 import json
@@ -60,7 +61,7 @@ def load_source(spec: str, split: str = SPLIT, parameter: str = "source",
     check_revision_target(spec, revision, f"{parameter}_revision", parameter)
     split_parameter = split_parameter or f"{parameter}_split"
     if spec == DEMO:
-        return datasets.Dataset.from_json(str(demo_path()))
+        return datasets.Dataset.from_json(glob.escape(str(demo_path())))
     path = Path(os.path.expanduser(spec))
     if path.exists():
         return _load_local(path, split, parameter, split_parameter)
@@ -162,6 +163,9 @@ def folder_problem(path: Path) -> str | None:
     if len(kinds) > 1:  # datasets' folder loader reads the most common format and leaves the others out
         return (f"holds data files of {len(kinds)} formats ({', '.join(kinds)}), of which datasets would read one "
                 f"and leave the others out without a word: give one file, or a folder of one format")
+    if glob.escape(str(path)) != str(path):  # (datasets' folder loader lists its files by patterns under its path)
+        return ("has [, ], * or ? in its path, which datasets reads as a pattern: it finds no data files there. "
+                "Rename the folder, or give one of its files")
     return None
 
 
@@ -239,7 +243,8 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
             raise DataError(f"{where}{why}.")
         suffix = _suffix(path)
         try:
-            loaded = read_parquet([str(path)]) if suffix == ".parquet" else datasets.Dataset.from_json(str(path))
+            loaded = read_parquet([str(path)]) if suffix == ".parquet" else \
+                datasets.Dataset.from_json(glob.escape(str(path)))  # (read as a pattern: a [1] in its path too)
         except Exception as exc:  # datasets wraps parse errors in several types, without the line
             cause = f"{type(exc).__name__}: {str(exc)[:300]}"
             if suffix == ".parquet":
@@ -279,7 +284,8 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
             raise _no_split(where, split, sorted({*folder_splits(path), *found}), split_parameter)
         # (datasets would read repro score's marker as rows: where there is one, the split's files without it; not
         # always, as data_files given leave a README's dataset_info out: its features, given again)
-        files = {split: sorted(map(str, found[split]))} if any(path.rglob(STAND_IN_MARKER)) else None
+        files = {split: sorted(glob.escape(str(f)) for f in found[split])} if any(path.rglob(STAND_IN_MARKER)) \
+            else None
         features = datasets.load_dataset_builder(str(path)).info.features if files else None
         return datasets.load_dataset(str(path), split=split, data_files=files, features=features)
     except DataError:
@@ -376,10 +382,11 @@ def read_parquet(files: list[str]) -> datasets.Dataset:
             with contextlib.suppress(OSError, ValueError):
                 if other == stamp or not any(Path(name).exists() for name, *_ in json.loads(other.read_text())):
                     shutil.rmtree(other.parent, ignore_errors=True)
+    literal = [glob.escape(f) for f in files]  # (datasets reads them as patterns: a [1] in a path too)
     try:
-        loaded = datasets.Dataset.from_parquet(files, features=features, cache_dir=str(cache))
+        loaded = datasets.Dataset.from_parquet(literal, features=features, cache_dir=str(cache))
     except FileNotFoundError:  # another process emptied the folder as the files changed: once more
-        loaded = datasets.Dataset.from_parquet(files, features=features, cache_dir=str(cache))
+        loaded = datasets.Dataset.from_parquet(literal, features=features, cache_dir=str(cache))
     stamp.write_text(state)
     return loaded
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import filecmp
 import functools
+import glob
 import json
 import math
 import os
@@ -222,9 +223,13 @@ def check_card(card_path: str | Path) -> dict[str, Any]:
     info = DatasetInfosDict.from_dataset_card_data(card.data)[CONFIG_NAME]
     configs = MetadataConfigs.from_dataset_card_data(card.data)
     report: dict[str, Any] = {"card": str(card_path), "configs": dict(configs), "splits": {}}
+    # as a Hub user loads it; in a folder whose path datasets reads as a pattern (run[1]), the configs' files escaped
+    folder = glob.escape(str(card_path.parent))
+    files = {f["split"]: f"{folder}/{f['path']}" for f in configs[CONFIG_NAME]["data_files"]} \
+        if folder != str(card_path.parent) else None
     with tempfile.TemporaryDirectory() as cache:  # a check: no Arrow copy kept (02_analyze's is sources')
         for split in info.splits.values():
-            ds = datasets.load_dataset(str(card_path.parent), split=split.name, cache_dir=cache)
+            ds = datasets.load_dataset(str(card_path.parent), split=split.name, data_files=files, cache_dir=cache)
             if ds.features != info.features or len(ds) != split.num_examples:
                 raise DataError(
                     f"{card_path} says split {split.name!r} has {split.num_examples} rows with features "

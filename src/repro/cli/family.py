@@ -117,10 +117,24 @@ def record_plan(family: Family) -> None:
         record.update(members=planned, family_name=family.name)
 
 
-def prepare(args: argparse.Namespace, params_file: Path, family: Family, members: list[Member]) -> int | None:
-    """Check the family's folder and every member that will run, but those busy then (family.busy: checked at their
-    turn), before any runs (`--check`: print them, return the exit code); then remove what replaced members left."""
-    why = {m.name: why_run_again(m) for m in members}  # (hashed once: the outputs of a complete run can be large)
+def members_state(family: Family) -> str:
+    """What the members hold now (their records' fingerprints and outputs): the family view is made of that."""
+    return fingerprint_of([(d.get("fingerprint"), d.get("outputs")) for d in (Manifest(m.run_dir).read()
+                                                                                for m in family.members)])
+
+
+def view_current(family: Family) -> bool:
+    """Whether the family folder holds this family's complete view of these parameters, of its members as they are."""
+    view, record = view_parameters(family)[0], Manifest(family.root)
+    return ((seen := record.read()).get("members_state"), seen.get("family_name", family.name)) == (
+        members_state(family), family.name) and not record.unheld(run_fingerprint(view), parameters=view)
+
+
+def prepare(args: argparse.Namespace, params_file: Path, family: Family, members: list[Member],
+            why: dict[str, str]) -> int | None:
+    """Check the family's folder and every member that will run (`why`: why each runs again), but those busy then
+    (family.busy: checked at their turn), before any runs (`--check`: print them, return the exit code); then remove
+    what replaced members left."""
     family.busy = {m.name: w for m in members if why[m.name] and (w := RunDir(m.run_dir).writer())}
     pending = [m for m in members if why[m.name] and m.name not in family.busy]
     found = {m.name: member_checks(family, m, args.force, why[m.name]) for m in pending}
@@ -278,7 +292,6 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     view, varied = view_parameters(family)
     planned, fingerprint, record = family.plan, run_fingerprint(view), Manifest(family.root)
     # the family's record says it runs until its view is written (the view on disk: `view` names its members)
-    seen, held = record.read(), not record.unheld(fingerprint, parameters=view)
     record.update(status="running", driver="repro run", started=(started := now()), finished=None, error=None)
     stopped = False  # (the command itself: with --jobs, its members may all have ended before they saw it)
     try:
@@ -307,15 +320,7 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     if varied:
         print(f"repro run: family {family.name}: its members differ in {' and '.join(varied)}: the family view takes "
               f"its default ({', '.join(f'{k}={view[k]!r}' for k in varied)}) for its own intervals")
-    # what the members hold now (a member run again alone, with --member, since the view was made: not the same)
-    state = fingerprint_of([(d.get("fingerprint"), d.get("outputs")) for d in (Manifest(m.run_dir).read()
-                                                                                 for m in family.members)])
-    if set(statuses) == {"reused"} and (seen.get("members"), seen.get("members_state")) == (planned, state) and held:
-        record.update(**{k: seen.get(k) for k in ("status", "driver", "started", "finished")})  # as it was: nothing ran
-        print(f"repro run: family {family.name}: nothing to do: every member and the family view are complete, of "
-              f"these parameters, {read_parts(*(m.fingerprint for m in family.members))}code and packages -> "
-              f"{family.root}")
-        return 0
+    state = members_state(family)  # (a member run again alone, with --member, since the view was made: not the same)
     busy = [m.name for m, s in zip(family.members, statuses) if s == BUSY]
     refused = [m.name for m, s in zip(family.members, statuses) if s == REFUSED]
     its, by = "its" if len(refused) == 1 else "their", "another command" if len(busy) == 1 else "other commands"
@@ -403,9 +408,16 @@ def main(args: argparse.Namespace) -> int:
                          out=args.out or (values["run_dir"] if "run_dir" in sets else None), where=str(params_file),
                          given_as=folder_given_as(args, values))
     say_idle(params_file, family_keys, *(member.resolved for member in family.members))
-    check_run_root(family.root, family.given_as, default=not (args.out or values.get("run_dir")))
+    check_run_root(family.root, family.given_as, default := not (args.out or values.get("run_dir")), unread=True)
     members = [family.member(args.member)] if args.member else family.members
-    if (code := prepare(args, params_file, family, members)) is not None:
+    why = {m.name: why_run_again(m) for m in members}  # (hashed once: the outputs of a complete run can be large)
+    if not (args.member or any(why.values())) and view_current(family):  # (as a run's: before its folder is checked)
+        print(f"repro run: family {family.name}: nothing to do: every member and the family view are complete, of "
+              f"these parameters, {read_parts(*(m.fingerprint for m in family.members))}code and packages -> "
+              f"{family.root}")
+        return 0
+    check_run_root(family.root, family.given_as, default)  # (with nothing to do, it need not be writable)
+    if (code := prepare(args, params_file, family, members, why)) is not None:
         return code
     if args.member and run_elsewhere(family, members[0], now=False, file=sys.stderr):  # (as its checks found)
         return EXIT_BUSY

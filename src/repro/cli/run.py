@@ -338,8 +338,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     run_root = run_folder(values.get("run_dir"), values["run_name"])
     default = not values.get("run_dir")
     values["run_dir"] = str(run_root)
-    if run_root.is_dir() and not os.access(run_root, os.R_OK | os.X_OK):  # (nor read: refused before reading it)
-        check_run_root(run_root, given_as, default)
+    check_run_root(run_root, given_as, default, unread=True)
     find_selfcheck(run_root, values.get("selfcheck"))  # a wrong `selfcheck` is an error before anything runs
     resolved = resolve_parameters(values)
     for name in resolved["notebooks"]:
@@ -354,7 +353,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
               f"{read_parts(fingerprint)}code and packages, with every output it recorded. --force runs its notebooks "
               f"again.")
         return 0
-    check_run_root(run_root, given_as, default)  # (with nothing to do, it need not be writable: a colleague's run)
+    check_run_root(run_root, given_as, default)
     runs = executed(resolved["notebooks"], "" if changed else stale, args.force)
     checks = [*(kind_check(run, resolved["notebooks"], given_as, parameters=resolved)
                 or [rerun_check(run, changed, args.force, given_as, resolved, stale)]),
@@ -387,9 +386,12 @@ def folder_given_as(args: argparse.Namespace, values: dict[str, Any]) -> str:
     return "run_dir" if values.get("run_dir") and not args.out else "--out"
 
 
-def check_run_root(run_root: Path, given_as: str, default: bool = False) -> None:
+def check_run_root(run_root: Path, given_as: str, default: bool = False, unread: bool = False) -> None:
     """Refuse, before any work, a run directory that is (or lies inside) an existing file, or cannot be written
-    (`default`: neither --out nor run_dir gave it, as the refusal says)."""
+    (`default`: neither --out nor run_dir gave it, as the refusal says); `unread`: only one that cannot be read, before
+    it is read for whether there is anything to do (with nothing to do, it need not be writable: a colleague's run)."""
+    if unread and (not run_root.is_dir() or os.access(run_root, os.R_OK | os.X_OK)):
+        return
     check_folder(run_root, "No --out or run_dir was given, and the default run directory (runs/<name> of the project "
                            "root)" if default else given_as,
                  "A run directory holds a run's notebooks, data and manifest: give " + (

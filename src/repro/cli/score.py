@@ -315,6 +315,9 @@ def main(args: argparse.Namespace) -> int:
     check_folder(work_dir, "--work-dir" if args.work_dir else "The work folder",
                  "It keeps the finished chunks a re-run continues from: give a new or existing folder (--work-dir).")
     locks = {work_dir.resolve(): f"--work-dir {work_dir}", own.resolve(): f"--output {args.output}"}  # one or two
+    for folder, what in locks.items():  # (a part of one a link out of it: written through, as a run folder's)
+        if why := RunDir(folder).foreign_refusal(building=False):
+            raise ParameterError(f"{what}: {why}")
     for folder, what in locks.items():
         if is_main_process() and (holder := RunDir(folder).hold("`repro score`")):  # (it goes with the process)
             raise Busy(f"{what}: {holder} is writing it now: {wait_advice(holder)}, or give another {what.split()[0]}.")
