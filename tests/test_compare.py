@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from conftest import html_elements, shown_text
+from markdown_it import MarkdownIt
 from scipy import stats as sps
 
 from repro import compare
@@ -363,6 +364,40 @@ def test_text_from_the_data_never_becomes_html_in_the_verdict(published, tmp_pat
     for shown in (result["verdict"], *card_sections(result)):  # (and the card's Reproduction section, each language)
         assert html_elements(shown) == [] and f"drop_from={drop}" in shown_text(shown), shown
     assert f"(got {drop!r})). local:{name}: reproduced exactly by part_start=0" in shown_text(result["verdict"])
+
+
+def test_a_published_folder_and_a_run_someone_sent_never_put_html_or_links_in_the_verdict(published, tmp_path):
+    """A published folder named `<img src=x onerror=...>` and a `](javascript:...)` link, with its score_chosen and a
+    duplicated prompt_id so named, compared with a run folder someone sent whose manifest records that text as a
+    reason its construction dropped rows (`dropped_<...>`) and as its `limit`: the verdict's slice sentence
+    (04_compare's output, compare.json's `verdict`) held the reason and the limit as they were, and the card the limit;
+    JupyterLab ran the <img>. Now they show as text, and nothing of them is a link."""
+    evil = "<img src=x onerror=alert(1)> ` [x](javascript:alert(1))"
+    rows = [r for i, r in enumerate(copy.deepcopy(published["rows"])) if i not in (5, 6)]  # the two it dropped
+    for r in (reference := copy.deepcopy(rows)):
+        r[evil] = r.pop("score_chosen")  # (its scores: not compared)
+    reference[1]["prompt_id"] = reference[2]["prompt_id"] = evil
+    name = evil.replace("[", "")  # (a folder's `[x]` is a glob pattern to datasets: none of its files found)
+    write_split(datasets.Dataset.from_list(reference), folder := tmp_path / name)
+    run = RunDir(tmp_path / "sent")
+    recipe = {"part_start": 0, "part_stop": None, "drop_rows": 0, "drop_from": "end", "mini_index": 0, "mini_count": 1}
+    (m := Manifest(run)).start_run({**recipe, "limit": None}, ["01_construct"])
+    m.set_counts(source=40, **{f"dropped_{evil}": 2}, kept=38)
+    write_rows(rows, run.dataset)
+    source = pa.table({k: [r[k] for r in published["rows"]] for k in ("prompt_id", "prompt")})
+    markdown = MarkdownIt().enable("table")
+    markdown.validateLink = lambda url: True  # (markdown-it drops javascript: links itself; JupyterLab's marked not)
+    for said, limit in ((f"([5:7]; {evil}: 2)", None), (f"kept only its first {evil} rows (limit)", evil)):
+        m.update(parameters={**recipe, "limit": limit})
+        result = compare.compare_datasets(str(folder), str(run.root), params(tmp_path, reference="x"), source,
+                                          compare._hints(str(run.root)))[0]
+        for shown in (result["verdict"], *card_sections(result)):  # (and the card's Reproduction section)
+            tokens = [t for token in markdown.parse(shown) for t in [token, *(token.children or [])]]
+            assert html_elements(shown) == [] and not [t for t in tokens if t.type in ("link_open", "image")], shown
+        text = shown_text(result["verdict"])
+        assert said in text and f"local:{name}: " in text and f", {evil}). Scores cannot be compared" in text
+        assert "with <img src=x onerr…)" in text  # (the duplicated prompt_id, cut)
+    assert f"kept only its first {evil} rows" in shown_text(card_sections(result)[0])
 
 
 def test_outputs_are_written_and_recorded(compared):

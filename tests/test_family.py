@@ -1143,6 +1143,20 @@ def test_the_family_margins_figure_keeps_long_member_names_and_its_labels_inside
         assert not [(a, b) for a, b in zip(boxes, boxes[1:]) if a.overlaps(b)]  # one name a line
 
 
+def test_a_dollar_sign_in_a_members_name_is_drawn_as_written(tmp_path):
+    # a member named a$\frac$b (matplotlib's mathtext between two $) stopped 05_family's margins figure with
+    # ParseSyntaxException; "$5 and $6" was drawn "5 and " in math italics, its dollars gone
+    from repro.analysis import plots
+
+    names = ["a$\\frac$b", "$5 and $6"]
+    members = [{"member": name, "margin_mean": 0.1, "margin_mean_ci95": [0.0, 0.2], "few_rows": True,
+                "scorer": {"stand_in": name == names[0]}} for name in names]
+    plots.save(family_view_module.margins_figure({name: np.linspace(-1, 1, 12) for name in names}, members),
+               tmp_path / "m")
+    svg = (tmp_path / "m.svg").read_text()  # (each text drawn, as a comment before its glyphs)
+    assert "<!-- a$\\frac$b* -->" in svg and "<!-- $5 and $6 -->" in svg and "Oblique" not in svg
+
+
 def test_a_complete_member_whose_folder_is_gone_is_said_missing_not_not_started(tmp_path):
     # a member's folder deleted by hand after the family completed: 05_family alone showed it "not started", as if
     # the family had never run it

@@ -212,6 +212,16 @@ def _agreement_of(*names: str) -> dict:
     return sa.agreement({name: (rng.normal(size=240), np.full(60, 4)) for name in names}, names[0], "last")
 
 
+def test_a_dollar_sign_in_a_scorers_name_is_drawn_as_written(tmp_path):
+    # a scorer named a$\frac$b (matplotlib's mathtext between two $) stopped plots.save with ParseSyntaxException;
+    # "$5 rm" beside "$3 rm" drew "5 rm vs " in math italics, its dollars gone
+    for names, label in ((("a$\\frac$b", "llama_rm", "my-rm"), "a$\\frac$b vs my-rm"),
+                         (("$5 rm", "$3 rm"), "$5 rm vs $3 rm")):
+        plots.save(plots.scorer_agreement(_agreement_of(*names)), tmp_path / "agree")
+        svg = (tmp_path / "agree.svg").read_text()  # (each text drawn, as a comment before its glyphs)
+        assert svg.count(f"<!-- {label} -->") == 1 + (len(names) > 2) and "Oblique" not in svg  # tick, legend entry
+
+
 def test_a_label_no_installed_font_can_draw_is_said_once_and_the_figure_still_written(tmp_path):
     # a scorer at models/奖励 模型 café 🚀/pairrm 替身 é: matplotlib warned "Glyph 26367 (\N{CJK UNIFIED
     # IDEOGRAPH-66FF}) missing from font(s) DejaVu Sans" for each glyph, and scorer_agreement.png showed

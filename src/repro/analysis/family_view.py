@@ -216,7 +216,7 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
         font = ax.get_yticklabels()[0].get_fontproperties() if names else None
         fonts = [plots.fonts_for(name, font) for name in names]  # None: no installed font has all its letters
         # such a name is drawn as its row of the table (#2), said under the axes: never as boxes
-        labels = [(name if fonts[k] else f"#{list(margins).index(name)}") + "*" * (name in stand_ins)
+        labels = [(plots.literal(name) if fonts[k] else f"#{list(margins).index(name)}") + "*" * (name in stand_ins)
                   for k, name in enumerate(names)]
         ax.axvline(0.0, color="grey", lw=0.8, ls="--")
         ax.set(xlabel="margin = score_chosen − score_rejected"

@@ -85,6 +85,11 @@ def _whole(axis) -> None:
     axis.set_major_locator(MaxNLocator(integer=True))
 
 
+def literal(text: str) -> str:
+    """Text from the data (a scorer's or member's name) as a label draws it: each `$` a dollar sign, no mathtext."""
+    return text.replace("$", r"\$")
+
+
 def _n(n: int) -> str:
     return f"n = {n:,}"
 
@@ -338,7 +343,8 @@ def scorer_agreement(agreement: dict) -> Figure:
     # line wider than two thirds of the panel (the bars keep the rest)
     wrap = 0.09 * max(map(len, labels)) > FIGSIZE[0] / 2
     ticks = [_pair_label(*p["scorers"], chars=int(FIGSIZE[0] / 1.5 / 0.09), wrap=wrap) for p in pairs]
-    picks = pd.DataFrame([{"pair": label, "which": which.replace("_", " "), "fraction": p[which]["fraction"] or 0.0}
+    picks = pd.DataFrame([{"pair": literal(label), "which": which.replace("_", " "),
+                           "fraction": p[which]["fraction"] or 0.0}
                           for label, p in zip(ticks, pairs) for which in ("same_chosen", "same_rejected")])
     rows = max(p["rows"] for p in pairs)
     # the pairs' legend: a pair on one line where it fits across the panel (~0.08 in a character, 0.6 in for the
@@ -364,7 +370,8 @@ def scorer_agreement(agreement: dict) -> Figure:
         right.set(ylabel="", xlabel="fraction of prompts", xlim=(0, 1), title="Same chosen / same rejected")
         for ax, panel, ncols in ((left, panels[0], columns), (right, panels[1], 2)):
             if (legend := ax.get_legend()) is not None:
-                panel.legend(legend.legend_handles, [keys.get(t.get_text(), t.get_text()) for t in legend.texts],
+                panel.legend(legend.legend_handles, [literal(keys.get(t.get_text(), t.get_text()))
+                                                     for t in legend.texts],
                              loc="outside lower center", ncols=ncols)
                 legend.remove()
         fig.suptitle(f"Agreement between scorers ({_n(rows)} prompts)")
