@@ -387,6 +387,24 @@ def test_a_user_with_no_home_nor_account_runs_repro(monkeypatch, capsys):
     assert stop.value.code == 0 and "repro" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("argv", [["run", "--check", str(DEMO), "--out", "out"],
+                                  ["score", "--input", str(ROOT / "tests/fixtures/ultrafeedback/test_prefs.jsonl"),
+                                   "--output", "scored.jsonl", "--model", "builtin:tiny-pairrm"]])
+def test_a_command_with_no_home_nor_account_is_refused_in_one_line_naming_home(argv, monkeypatch, capsys, tmp_path):
+    """HOME unset and a user id of no account: `repro run --check` crashed in the stand-ins' cache (Path.home()) with
+    'RuntimeError: Could not determine home directory.', and the datasets cache became a folder ./~/.cache/..."""
+    import pwd
+
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("REPRO_CACHE", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: (_ for _ in ()).throw(KeyError(uid)))
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"user {os.getuid()} has no account" in err and "set HOME" in err, err
+    assert list(tmp_path.iterdir()) == []  # (no ./~ folder)
+
+
 def test_a_home_that_cannot_be_written_leaves_no_ipython_warning_nor_folder(tmp_path):
     """HOME read-only or none (a container's user): IPython warned "IPython parent '...' is not a writable location,
     using a temp directory." in `repro run` and in each kernel, and left its temp folders in TMPDIR (the demo: 10)."""

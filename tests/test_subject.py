@@ -363,6 +363,22 @@ def test_declared_scorer_reads_the_marker_of_a_real_scorers_file_once(tmp_path, 
     assert declared_scorer(str(tmp_path)) == rm | {"declared": "marker"} and reads == alone
 
 
+def test_a_file_in_a_data_folder_of_no_dataset_is_read_as_that_file(tmp_path, sample_dir):
+    """03_card on /somewhere/data/f.jsonl (no run's, no dataset card above it) read /somewhere as the dataset folder:
+    datasets scanned all of it and failed with "Couldn't infer the same data file format for all splits"."""
+    for folder, other in ((tmp_path / "w", "train.csv"), (tmp_path / "ds", "README.md")):
+        (folder / "data").mkdir(parents=True)
+        shutil.copy(sample_dir / "train_prefs.jsonl", folder / "data" / "f.jsonl")
+        (folder / other).write_text("---\ntags: [stand-in-scores]\n---\n" if other == "README.md" else "x,y\n1,2\n")
+    shutil.copy(sample_dir / "test_prefs.jsonl", tmp_path / "w" / "test.jsonl")  # (w: a csv split and a json one)
+    facts = gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run"), "card_dataset": str(
+        tmp_path / "w" / "data" / "f.jsonl")}))
+    assert facts.scorer == {} and facts.generation == {} and not facts.built_here
+    # a dataset folder (its card's YAML header): its file is read as part of it, its card's tags declare
+    assert declared_stand_ins(str(tmp_path / "ds" / "data" / "f.jsonl"), "train_prefs") == {
+        "scorer": {"stand_in": True, "declared": "card"}}
+
+
 def half_built(run: RunDir, at: Path) -> RunDir:
     """A copy of `run` at `at` whose 01_construct is running again (a cell run again in JupyterLab): half-built."""
     half = RunDir(shutil.copytree(run.root, at))

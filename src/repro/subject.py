@@ -44,14 +44,14 @@ def declared_stand_ins(spec: str | None, split: str | None = None, marked: Any =
         if generation.get("stand_in"):
             out["generation"] = {"policy_model": generation.get("policy_model"), "stand_in": True,
                                  "n_candidates": generation.get("n_candidates"), "declared": "manifest"}
-    folder = path if path.is_dir() else path.parents[1] if path.parent.name == DATA_DIR else None
-    if folder is None:
-        return out
+    folder, card = path if path.is_dir() else path.parents[1] if path.parent.name == DATA_DIR else None, None
     with contextlib.suppress(OSError, ValueError, AttributeError, TypeError, yaml.YAMLError):  # no card, or no YAML
-        tags = (metadata_load(folder / "README.md") or {}).get("tags") or []
+        tags = (card := metadata_load(folder / "README.md")).get("tags") or []
         for key, tag in STAND_IN_TAGS.items():
             if tag in tags:
                 out.setdefault(key, {"stand_in": True, "declared": "card"})
+    if folder is None or folder != path and card is None:  # (a file in a data/ folder of no dataset card: itself)
+        return out
     marker = _marker(folder)  # (one of no "files", as before repro score named them: a stand-in's)
     read = {f.name for f in files_read(folder, split) if f.parent == folder} if split else set()
     if (folder / STAND_IN_MARKER).is_file() and ("files" not in marker or not all(  # (of the files read, if known)

@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     with stop_signal_as_ctrl_c(), ipython_dir(), contextlib.redirect_stdout(DroppedWhenClosed(sys.stdout)) as stdout:
         try:  # (the command's module loads torch and datasets for its options: Ctrl-C may come then too)
             args = build_parser(command).parse_args(argv)
+            if os.path.expanduser("~") == "~":  # (the caches, Jupyter's and IPython's folders would be ./~ or raise)
+                raise ReproError(f"no home folder (HOME is unset and user {os.getuid()} has no account): set HOME to "
+                                 f"a folder you can write, e.g. HOME=$(mktemp -d)")
             with warnings.catch_warnings():  # repro's own warnings as one line each, as its errors (no source line)
                 shown = warnings.showwarning
                 warnings.showwarning = lambda message, category, filename, *rest: (

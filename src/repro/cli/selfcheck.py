@@ -622,10 +622,10 @@ REPORT = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent
                             undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True,
                             keep_trailing_newline=True, autoescape=False)
 # tidy: a text with no path of this machine (`_pasteable`), its HTML shown as text (`one_line`: its code spans kept
-# unless spans=False, where another's follows) and pipes escaped; code: a name in a code span, as the card's
+# unless spans=False, where another's follows); code: a name in a code span, as the card's; cell: a table's cell
 REPORT.filters.update(rows=lambda n: counted(n, "row"), label=_model_label, lock_summary=lock_summary, f=format,
-                      tidy=lambda text, spans=True: table_cell(one_line(_pasteable(str(text)), spans)),
-                      code=lambda text: table_cell(code_span(_pasteable(str(text)))))
+                      tidy=lambda text, spans=True: one_line(_pasteable(str(text)), spans),
+                      code=lambda text: code_span(_pasteable(str(text))), cell=table_cell)
 
 
 def render_markdown(record: dict[str, Any]) -> str:
