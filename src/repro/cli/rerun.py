@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import os
 import shutil
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any, Iterator, Sequence
 from ..cache import RowCache
 from ..errors import Busy, DataError, counted, listed
 from ..family import Member
-from ..jobs import FINGERPRINT_FILE, digest_on_disk, finished_chunks, made_by, read_chunk
+from ..jobs import FINGERPRINT_FILE, digest_on_disk, fingerprint_on_disk, finished_chunks, made_by, read_chunk
 from ..manifest import (CITES_SELFCHECK, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest, as_recorded,
                         find_selfcheck, selfcheck_summary)
 from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, differing, notebook_fields, set_option
@@ -76,7 +75,7 @@ def made_by_other_code(run: RunDir, parameters: dict[str, Any]) -> list[tuple[in
     cache, out = row_cache_dir(parameters.get("cache_dir")) if parameters.get("cache", True) else None, []
     for folder, n in sorted(collections.Counter(p.parent for p in finished_chunks(run.work)).items()):
         with contextlib.suppress(OSError, LookupError, TypeError, ValueError):  # (none told: the run says what it does)
-            work = json.loads((folder / FINGERPRINT_FILE).read_text(encoding="utf-8"))["fingerprint"]["work"]
+            work = fingerprint_on_disk(folder)["fingerprint"]["work"]
             stage = "generation" if work.get("stage") == "generation" else "scores"
             code = python_digest(*(GENERATION_CODE if stage == "generation" else SCORING_CODE))
             if work.get("code") == code:
