@@ -1,5 +1,6 @@
 """Records repro reads back from a run folder (repro.records), written by someone else or damaged by hand: each stops
-where it is read, with one error naming its file and the place in it, never a traceback, and nothing is written."""
+where it is read, with one error naming its file and the place in it, never a traceback, and nothing is written; the
+record text a command prints shows its control characters as escapes."""
 
 from __future__ import annotations
 
@@ -95,6 +96,15 @@ def test_a_damaged_fingerprint_of_work_sets_its_chunks_aside_and_says_so(demo_ru
     assert code == 0 and err == "", err
     assert ("3 finished chunks in work/scoring cannot be told to be this run's: its fingerprint.json is damaged (not "
             "what repro writes): they are set aside and computed again") in out
+
+
+def test_record_text_printed_shows_its_control_characters_as_escapes(demo_run_copy, capsys):
+    # a copied manifest naming an output "\x1b[2K\x1b[1A...": --check's line erased itself and the line above it
+    evil = "\x1b[2K\x1b[1Aevil\r\x9b"
+    edit(demo_run_copy / "manifest.json", lambda m: m["outputs"].update({evil: {"sha256": "0" * 64, "bytes": 3}}))
+    code, out, err = repro(capsys, DEMO, "--out", demo_run_copy, "--check")
+    assert code == 0 and "its output \\x1b[2K\\x1b[1Aevil\\r\\x9b is gone or was changed" in out
+    assert not any(c in out + err for c in "\x1b\r\x9b")
 
 
 def test_a_damaged_members_record_stops_the_familys_check_naming_it(demo_run_copy, capsys, tmp_path):
