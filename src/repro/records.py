@@ -28,7 +28,9 @@ def json_type(annotation: Any) -> Any:
         return json_type(args[0])
     if origin in (list, dict):
         return origin[tuple(map(json_type, args))]
-    if origin is not None and origin is not Literal:  # (a union)
+    if origin is Literal:  # (a value an older repro took, since gone, is a parameter changed, not a damaged record)
+        return Union[tuple({type(a) for a in args})]
+    if origin is not None:  # (a union)
         return Union[tuple(map(json_type, args))]
     return dict if is_typeddict(annotation) or isinstance(annotation, type) and issubclass(annotation, BaseModel) \
         else annotation
@@ -87,8 +89,8 @@ Note = TypedDict("Note", {"rows_from_cache": int, "made_with": NotRequired[Budge
 MANIFEST, METRICS, COMPARE = TypeAdapter(Manifest), TypeAdapter(Metrics), TypeAdapter(Compare)
 SELFCHECK, FAMILY_VIEW = TypeAdapter(Selfcheck), TypeAdapter(FamilyView)
 FINGERPRINT, NOTE = TypeAdapter(Fingerprint), TypeAdapter(Note | Budgets)
-METRICS_FIX = ("not what 02_analyze writes: run notebooks/02_analyze.ipynb again on this run, or delete the file (a card "
-               "then leaves the statistics out).")
+METRICS_FIX = ("not what 02_analyze writes: run notebooks/02_analyze.ipynb again on this run, or delete the file "
+               "(a card then leaves the statistics out).")
 COMPARE_FIX = "not what 04_compare writes: run notebooks/04_compare.ipynb again on this run, or delete the file."
 
 
