@@ -661,14 +661,16 @@ CASES = [
          r"--set mini_index: the family's grid in \S*demo_family.yaml gives each member its own value, which wins",
          after=nothing_written),
     Case("a damaged manifest.json", lambda t: run(t, "--check") if write(t / "run" / "manifest.json", "[1, 2]") else 0,
-         r"\S*run/manifest.json holds a JSON list, not a run's record: restore it .*nothing was written"),
+         r"\S*run/manifest.json holds a list where a mapping belongs, not a run's record: restore it .*nothing was "
+         r"written"),
     Case("a truncated manifest.json",
          lambda t: run(t, "--check") if write(t / "run" / "manifest.json", '{"status": "comp') else 0,
          r"\S*run/manifest.json is not JSON \(Unterminated string.*\), not a run's record"),
     Case("a manifest.json whose notebook's record is an empty list",  # (an AttributeError: 'list' object has no...)
          lambda t: run(t, "--check") if write(t / "run" / "manifest.json", '{"notebooks": {"01_construct": []}}')
          else 0,
-         r"\S*run/manifest.json holds a JSON list as its notebook 01_construct's record, not a run's record: restore"),
+         r'\S*run/manifest.json holds a list as its notebooks\["01_construct"\] where a mapping belongs, not a '
+         r"run's record"),
     # folders written into: refused before any work (selfcheck crashed after all its checks had run)
     # selfcheck has no --kind: it said "Set the kind to 'auto' or 'sequence_classifier'" in its report
     Case("selfcheck of a reward model", lambda t: ["selfcheck", "--model", "builtin:tiny-reward-llama", "--report",

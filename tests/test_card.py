@@ -1656,8 +1656,8 @@ def test_a_damaged_run_is_refused_naming_what_to_redo(tmp_path):
     run = make_run(tmp_path / "run")["run"]
     good = run.metrics.read_text()
     run.metrics.write_text(good[: len(good) // 2])  # cut short
-    with pytest.raises(DataError, match=r"metrics.json is not valid JSON .*re-run notebooks/02_analyze.ipynb for this "
-                                        r"run or delete the file"):
+    with pytest.raises(DataError, match=r"metrics.json is not JSON .*run notebooks/02_analyze.ipynb again on this "
+                                        r"run, or delete the file"):
         card_for(tmp_path / "run")
     run.metrics.write_text(good)
     manifest = json.loads(run.manifest.read_text())
@@ -3637,19 +3637,27 @@ def test_text_from_a_run_manifest_never_becomes_html_in_the_card(tmp_path):
         data["environment"]["packages"] = {evil: evil}
         data["scorer"]["model"] = data["scorer"]["device"] = evil
         data["parameters"].update(source=evil, source_split=evil, candidate_columns=[evil, "resp1"])
-        # (a re-check: numbers and versions it printed as they were, a copied run's record may make any text)
-        data["environment"]["python"] = "3.11.7<img src=x onerror=alert(201)>"
-        data["counts"]["source"] = "<img src=x onerror=alert(202)>"
-        data["parameters"]["part_start"] = "<img src=x onerror=alert(203)>"
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    metrics["margin"]["mean"] = "[a link](https://evil.example/1) ![](https://evil.example/t.png)<img src=x>"
-    (tmp_path / "run" / "metrics.json").write_text(json.dumps(metrics))
+        # (a re-check: versions it printed as they were, a copied run's record may make any text)
+        data["environment"]["python"] = "3.11.7<img src=x onerror=alert(201)> [a link](https://evil.example/1)"
     body = DatasetCard.load(card_for(tmp_path / "run")[1]).text
     assert html_elements(body) == [] and MarkdownIt().render(body).count("<hr />") == 1
     assert body.count("&lt;script&gt;alert(2)&lt;/script&gt;") >= 4  # (the origin and the package, in each half)
     assert "evil.example" in body and "evil.example" not in "".join(  # (shown, never a link nor an image)
         str(t.attrs) for token in MarkdownIt().parse(body) for t in token.children or [] if t.type in ("link_open",
                                                                                                      "image"))
+    # text where a number belongs (a count, a row number, a mean): refused where the record is read (repro.records)
+    for record, block, key in (("manifest.json", "counts", "source"), ("manifest.json", "parameters", "part_start"),
+                               ("metrics.json", "margin", "mean")):
+        path = tmp_path / "run" / record
+        honest = path.read_text()
+        data = json.loads(honest)
+        data[block][key] = "<img src=x onerror=alert(202)>"
+        path.write_text(json.dumps(data))
+        wanted = "a number" if key == "mean" else "a whole number"
+        with pytest.raises(DataError, match=re.escape(f'{path} holds "<img src=x onerror=alert(202)>" as its '
+                                                      f'{block}["{key}"] where {wanted} belongs')):
+            card_for(tmp_path / "run")
+        path.write_text(honest)
 
 
 def test_the_templates_put_no_value_between_backticks_of_their_own():

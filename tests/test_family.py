@@ -725,12 +725,13 @@ def test_the_family_view_of_a_folder_that_holds_no_family_names_the_families_bes
 
 
 @pytest.mark.parametrize("damaged, why", [('{"status": "compl', r"is not JSON \(.*\)"),
-                                           ("[1, 2]", "holds a JSON list"),
-                                           ('{"status": "complete", "family": "x"}', "holds a JSON str as its family"),
-                                           ('{"family": [1]}', "holds a JSON list as its family"),
-                                           ('{"family": {"name": "fam"}}', "holds a family without its member"),
+                                           ("[1, 2]", "holds a list where a mapping belongs"),
+                                           ('{"status": "complete", "family": "x"}',
+                                            'holds "x" as its family where a mapping belongs'),
+                                           ('{"family": [1]}', "holds a list as its family where a mapping belongs"),
+                                           ('{"family": {"name": "fam"}}', 'holds no "member" in its family'),
                                            ('{"family": {"member": "b", "name": 3}}',
-                                            "holds a family without its name")])
+                                            r'holds 3 as its family\["name"\] where text belongs')])
 def test_the_family_view_of_a_damaged_members_record_names_that_file_and_says_to_restore_it(tmp_path, damaged, why):
     # a truncated member record raised a bare JSONDecodeError, a non-dict one (or one whose family is no mapping) an
     # AttributeError, from 05_family's code
@@ -744,6 +745,30 @@ def test_the_family_view_of_a_damaged_members_record_names_that_file_and_says_to
             "was written.")):
         family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
     assert not (root / "family.json").exists()
+
+
+@pytest.mark.parametrize("name, damaged, said", [
+    ("metrics.json", {"agreement": "x"},
+     'holds "x" as its agreement where a mapping belongs, not what 02_analyze writes: run notebooks/02_analyze'),
+    ("compare.json", ["same"], "holds a list where a mapping belongs, not what 04_compare writes: run notebooks/04")])
+def test_the_family_view_of_a_members_damaged_metrics_or_comparison_names_that_file(tmp_path, name, damaged, said):
+    # 05_family read a member's metrics.json and compare.json as they were: an AttributeError ('str' object has no
+    # attribute 'get', 'list' object ...)
+    root = tmp_path / "fam"
+    _member(root, "a", 0, [0.1, 0.3], {"seed": 0}, {"rows_computed": 2, "rows_from_cache": 0})
+    (root / "a" / name).write_text(json.dumps(damaged))
+    with pytest.raises(DataError, match=re.escape(f"{root / 'a' / name} {said}")):
+        family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert not (root / "family.json").exists()
+
+
+def test_the_family_view_reads_a_last_view_naming_its_members_otherwise_as_none(tmp_path):
+    # a family.json whose member names were no text stopped 05_family with a TypeError (PosixPath / int)
+    root = tmp_path / "fam"
+    _member(root, "a", 0, [0.1, 0.3], {"seed": 0}, {"rows_computed": 2, "rows_from_cache": 0})
+    (root / "family.json").write_text(json.dumps({"members": [{"member": 5, "status": "complete"}]}))
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert [m["member"] for m in view.summary["members"]] == ["a"]
 
 
 def test_the_family_view_tables_members_and_writes_family_json(tmp_path):

@@ -1,12 +1,13 @@
 import json
+import re
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from repro.errors import DataError, Interrupted
-from repro.manifest import Manifest, git_commit, selfcheck_summary, sha256_file
+from repro.errors import DataError, Interrupted, ParameterError
+from repro.manifest import Manifest, find_selfcheck, git_commit, selfcheck_summary, sha256_file
 from repro.paths import STAND_IN_MARKER, RunDir
 from repro.revisions import model_identity
 from repro.scorers.tiny import build_tiny_pairrm
@@ -54,13 +55,13 @@ def test_an_interrupted_stage_says_in_one_line_what_is_kept_and_how_to_go_on(tmp
 
 
 @pytest.mark.parametrize("record, said", [
-    ([], "a JSON list as its notebook 01_construct's record"),
-    (None, "a JSON null as its notebook 01_construct's record"),
-    ({"status": ["done"]}, "a JSON list as its notebook 01_construct's status"),
-    ({"status": 3}, "a JSON int as its notebook 01_construct's status"),
-    ({"status": "done", "parameters": "x"}, "a JSON str as its notebook 01_construct's parameters"),
-    ({"status": "failed", "error": {"a": 1}}, "a JSON dict as its notebook 01_construct's error"),
-    ({"status": "running", "executed": 3}, "a JSON int as its notebook 01_construct's executed")])
+    ([], 'a list as its notebooks["01_construct"] where a mapping'),
+    (None, 'null as its notebooks["01_construct"] where a mapping'),
+    ({"status": ["done"]}, 'a list as its notebooks["01_construct"]["status"] where text'),
+    ({"status": 3}, '3 as its notebooks["01_construct"]["status"] where text'),
+    ({"status": "done", "parameters": "x"}, '"x" as its notebooks["01_construct"]["parameters"] where a mapping'),
+    ({"status": "failed", "error": {"a": 1}}, 'a mapping as its notebooks["01_construct"]["error"] where text'),
+    ({"status": "running", "executed": 3}, '3 as its notebooks["01_construct"]["executed"] where text')])
 def test_a_notebook_record_of_the_wrong_shape_is_refused_naming_the_notebook_and_field(tmp_path, record, said):
     """A notebook's record that is an empty list (or null), or whose status, parameters, error or executed is of
     another type, passed `read`: `repro run` on the folder then raised a bare AttributeError or TypeError ('list' object
@@ -75,7 +76,7 @@ def test_a_notebook_record_of_the_wrong_shape_is_refused_naming_the_notebook_and
         data["notebooks"]["01_construct"] = record
     for reads in (m.read, lambda: m.changed_parameters({"source": "demo"}, ["01_construct"]),
                   lambda: refuse_unbuilt(RunDir(tmp_path), None)):
-        with pytest.raises(DataError, match=rf"{m.path} holds {said}, not a run's record: restore it"):
+        with pytest.raises(DataError, match=re.escape(f"{m.path} holds {said} belongs, not a run's record: restore")):
             reads()
 
 
@@ -292,6 +293,18 @@ def test_the_git_record_names_the_checkouts_origin_only_where_it_is_public(tmp_p
         git("remote", "add", "origin", origin)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
     assert git_commit(tmp_path) == {"commit": head, "dirty": False, "origin": published}
+
+
+def test_a_damaged_self_check_report_is_not_cited_and_given_is_refused_naming_the_place(tmp_path):
+    # a selfcheck.json whose models were a list stopped `repro run --check` (and the run) with an AttributeError
+    # ('list' object has no attribute 'values') where it summed up the report the run cites
+    report = tmp_path / "selfcheck.json"
+    report.write_text(json.dumps({"tool": "repro selfcheck", "models": ["builtin:tiny-pairrm"]}))
+    assert find_selfcheck(tmp_path) is None
+    with pytest.raises(ParameterError, match=re.escape(
+            f"selfcheck={str(report)!r}: {report} holds a list as its models where a mapping belongs, not a report of "
+            f"`repro selfcheck`; run `repro selfcheck --report DIR` and give DIR.")):
+        find_selfcheck(tmp_path, report)
 
 
 def test_a_self_check_of_the_same_weights_in_another_folder_or_hub_ids_case_is_of_the_run_scorer(tmp_path):

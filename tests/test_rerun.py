@@ -16,7 +16,7 @@ import pytest
 
 from conftest import hub_source
 from repro.cli import main
-from repro.errors import EXIT_BUSY, Busy, ParameterError
+from repro.errors import EXIT_BUSY, Busy, DataError, ParameterError
 from repro.manifest import Manifest
 from repro.construct import stages
 from repro.parameters import ConstructParams, GenerationParams, build, load_params_file
@@ -1286,7 +1286,10 @@ def test_a_run_folder_whose_parts_link_out_of_it_is_refused_before_any_work(prev
     assert f"{previous_run.root}'s tables is a link to {previous_run.stage_work('scoring', False)}, another of its " \
            f"parts: a run removes" in " ".join(capsys.readouterr().err.split())
     assert files_of(previous_run.root) == before and stubbed_notebooks == []
-    # a record of another shape (its outputs a list): nothing to remove, no AttributeError
+    # a record of another shape (its outputs a list): refused naming the place, nothing removed (an AttributeError once)
     with Manifest(previous_run).edit() as data:
         data["outputs"] = ["dataset/README.md"]
-    assert Manifest(previous_run).outputs() == {}
+    with pytest.raises(DataError, match=r"manifest.json holds a list as its outputs where a mapping belongs"):
+        Manifest(previous_run).outputs()
+    assert main(["run", *args, "--force"]) == 2 and files_of(previous_run.root) == {
+        **before, "manifest.json": files_of(previous_run.root)["manifest.json"]}

@@ -416,6 +416,20 @@ def test_a_run_that_ran_out_of_memory_records_the_prompts_scored_at_each_budget(
     assert sum(used.values()) == len(prompts) and min(map(int, used)) < 2000  # every prompt, at a lowered budget
 
 
+def test_a_chunk_note_whose_budgets_are_not_numbers_leaves_its_prompts_budget_unknown(job, tiny_pairrm_dir, tmp_path):
+    """A chunk's note naming a budget that is no number (a copied work dir, edited by hand) went into the manifest's
+    `batch_tokens_used` as it was, where 03_card stopped with a bare ValueError (int("high")). Now its prompts are
+    those of no known budget, as an older repro's chunks."""
+    prompts, candidates = job
+    common = dict(model=str(tiny_pairrm_dir), work_dir=tmp_path / "w", batch_tokens=2000, chunk_size=4, device="cpu",
+                  progress=False, **LIMITS)
+    run_scoring(prompts, candidates, **common)
+    (tmp_path / "w" / "note-000000.json").write_text(json.dumps({"rows_from_cache": 0, "made_with": {"high": 4}}))
+    info = run_scoring(prompts, candidates, **common).info
+    assert info["chunks_resumed"] == 4
+    assert info["batch_tokens_used"] == {"2000": 12} and info["batch_tokens_unknown"] == 4
+
+
 def test_a_resumed_run_records_the_budget_of_every_prompt_resumed_and_cached_too(job, tiny_pairrm_dir, tmp_path,
                                                                                   monkeypatch):
     """`batch_tokens_used` counted only the chunks scored in this call: a run stopped after a chunk scored at 2000

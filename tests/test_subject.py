@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -423,12 +424,12 @@ def test_a_run_whose_manifest_holds_damaged_notebooks_is_refused_naming_the_file
     04_compare of that run raise a bare AttributeError ('str' object has no attribute 'get'), where a manifest that is
     not JSON was refused naming the file. Now it is refused alike."""
     root, run, mine = project
-    for name, notebooks, said in (("a", "x", "holds a JSON str as its notebooks"), ("b", {"01_construct": "done"},
-                                                                                     "holds a JSON str as its notebook "
-                                                                                     "01_construct's record")):
+    for name, notebooks, said in (("a", "x", 'holds "x" as its notebooks where a mapping belongs'),
+                                  ("b", {"01_construct": "done"},
+                                   'holds "done" as its notebooks["01_construct"] where a mapping belongs')):
         damaged = RunDir(shutil.copytree(run.root, root / "runs" / name))
         Manifest(damaged).update(notebooks=notebooks)
-        with pytest.raises(DataError, match=rf"{damaged.manifest} {said}, not a run's record: restore it"):
+        with pytest.raises(DataError, match=re.escape(f"{damaged.manifest} {said}, not a run's record: restore it")):
             analysis.analyze(build(AnalyzeParams, {"run_dir": str(root / "runs" / "other"),
                                                    "dataset": str(damaged.root)}))
         assert not (root / "runs" / "other").exists()

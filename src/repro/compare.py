@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-import json
 import os
 import re
 import unicodedata
@@ -774,7 +773,7 @@ def disagreements(result: ComparisonResult) -> Any:
 def _recorded(spec: str) -> dict[str, Any]:
     """The manifest of the run `spec` names (`run_manifest_of`), or {} for a dataset of no run."""
     manifest = run_manifest_of(spec)
-    return {} if manifest is None else json.loads(manifest.read_text())
+    return {} if manifest is None else Manifest(manifest.parent).read()
 
 
 def _scorer(spec: str, split: str) -> dict[str, Any] | None:

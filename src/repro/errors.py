@@ -3,6 +3,7 @@
 import difflib
 import json
 import os
+import re
 import sys
 import unicodedata
 import warnings
@@ -79,6 +80,12 @@ class ModelLoadError(ReproError, OSError):
 
 class DatasetLoadError(ReproError, OSError):
     """A dataset could not be found or downloaded (hub id unknown, offline hub); not a problem of its rows."""
+
+
+def printable(text: Any) -> str:
+    """`text` with its control characters (C0 but tab and newline, DEL, C1) written as escapes (\\x1b): a record's
+    text a command prints (an output's name, a model id, a note) cannot move the cursor or erase the lines."""
+    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", lambda c: ascii(c[0])[1:-1], str(text))
 
 
 def counted(n: int, noun: str) -> str:

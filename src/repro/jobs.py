@@ -12,7 +12,6 @@ import json
 import math
 import os
 import pkgutil
-import re
 import shutil
 import signal
 import subprocess
@@ -27,6 +26,7 @@ from typing import Any, Callable, Iterator, Sequence, TextIO
 from .cache import CacheCounts, RowCache, cached_chunk_fn
 from .errors import DataError, ModelLoadError, ReproError, counted, listed, notice
 from .paths import STAND_IN_MARKER, unreadable_stand_in
+from .records import FINGERPRINT, NOTE
 
 FINGERPRINT_FILE = "fingerprint.json"
 CHUNK_GLOB = "chunk-*.json"
@@ -100,17 +100,22 @@ def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
     return target
 
 
-def digest_on_disk(work_dir: Path) -> str | None:
-    """The digest of `work_dir`'s work: None where none is (or being moved now), "damaged" where it is not JSON with a
-    digest as `fingerprint_of` writes it (hex, never a path: a set-aside folder is named by it)."""
+def fingerprint_on_disk(work_dir: Path) -> dict[str, Any] | str | None:
+    """`work_dir`'s fingerprint.json: None where none is (or being moved now), "damaged" where it is not JSON in the
+    shape `prepare_work_dir` writes it in (records.Fingerprint)."""
     try:
         found = json.loads((work_dir / FINGERPRINT_FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except ValueError:  # (not JSON, not UTF-8)
         return "damaged"
-    digest = found.get("digest") if isinstance(found, dict) else None
-    return digest if isinstance(digest, str) and re.fullmatch("[0-9a-f]+", digest) else "damaged"
+    return found if FINGERPRINT.validator.isinstance_python(found, strict=True) else "damaged"
+
+
+def digest_on_disk(work_dir: Path) -> str | None:
+    """The digest of `work_dir`'s work: None where none is, "damaged" where its fingerprint.json is
+    (`fingerprint_on_disk`)."""
+    return found["digest"] if isinstance(found := fingerprint_on_disk(work_dir), dict) else found
 
 
 def _from_row_cache(cache: RowCache, rows: Sequence[Any]) -> str:
@@ -143,7 +148,7 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any], cache: RowCach
         stale.mkdir(exist_ok=True)
         reused = "not reused"
         with contextlib.suppress(OSError, LookupError, TypeError, ValueError):  # what they were made with, if told
-            was, now = ({**f, **f["work"]} for f in (json.loads(fp_path.read_text())["fingerprint"], fingerprint))
+            was, now = ({**f, **f["work"]} for f in (fingerprint_on_disk(work_dir)["fingerprint"], fingerprint))
             keys = [k for k in {**was, **now} if k not in ("work", "items", "code") and was.get(k) != now.get(k)]
             differ = ", ".join(filter(None, [listed({k: (was.get(k), now.get(k)) for k in keys}),
                                              "the rows" * (was["items"] != now["items"])]))
@@ -175,12 +180,12 @@ def note_path(work_dir: Path, index: int) -> Path:
 
 def read_note(work_dir: str | Path, index: int, what: str = "made_with") -> Any:
     """What chunk `index` was made with (`run_chunked_with_stats`' `note`; `what="rows_from_cache"`: the rows the row
-    cache gave it), or None: not kept (an older repro's note keeps what it was made with alone) or unreadable."""
+    cache gave it), or None: not kept (an older repro's note keeps what it was made with alone), unreadable, or not in
+    the shape repro writes it in (records.Note: the budgets of a damaged one are not known)."""
     with contextlib.suppress(OSError, ValueError):
         kept = json.loads(note_path(Path(work_dir), index).read_text(encoding="utf-8"))
-        if isinstance(kept, dict) and "rows_from_cache" in kept:
-            return kept.get(what)
-        return kept if what == "made_with" else None
+        if NOTE.validator.isinstance_python(kept, strict=True):
+            return kept.get(what) if "rows_from_cache" in kept else kept if what == "made_with" else None
     return None
 
 

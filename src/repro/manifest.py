@@ -25,6 +25,7 @@ from .jobs import atomic_write_json, json_default, safe_chunks
 from .parameters import RUN_KEYS, differing, notebook_fields, unused_generation
 from .paths import (LOCK_NAME, SELFCHECK_JSON, STAND_IN_MARKER, RunDir, checkout_root, now, project_root,
                     rebased, record_project, resolve_user_path, shipped, within)
+from .records import MANIFEST, SELFCHECK, read_record
 
 TRACKED_PACKAGES = ("repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
                     "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm")
@@ -45,8 +46,9 @@ LOAD_SKIPS = re.compile(rf"(^|[/\\])(\.|README|LICENSE)|\.md$|^{re.escape(STAND_
 OTHER_SELFCHECK = "the self-check it would cite is another"  # (why a complete run is not as it was: `unheld`)
 CITES_SELFCHECK = ("03_card",)  # the notebooks that cite the self-check: the rest of a run holds without it
 LAST_RUN = {"running": "stopped without finishing (killed?)", "failed": "failed", "interrupted": "was interrupted"}
-# what is read of a notebook's record (a mapping): these fields, where not null, of these types
-NOTEBOOK_RECORD = {"status": str, "error": str, "executed": str, "parameters": dict}
+# what a manifest not in the shape repro writes it in is (records.Manifest), and what to do
+NOT_A_RECORD = ("not a run's record: restore it (a copy, version control), or give the run another folder; nothing was "
+                "written.")
 # what a replaced run keeps (a chunk or cached row is reused only where the values it was made with still hold)
 REUSED = ("its work/ stays: changed generation or scoring values make their work again; the rest is reused where "
           "it can be")
@@ -216,7 +218,8 @@ def version_line() -> str:
 
 
 def find_selfcheck(run_root: str | Path, given: str | Path | None = None) -> Path | None:
-    """The self-check a run cites: `given` (a selfcheck.json or its folder), else the run directory's newest."""
+    """The self-check a run cites: `given` (a selfcheck.json or its folder), else the run directory's newest (of
+    those that are reports of `repro selfcheck`, records.Selfcheck)."""
     if given:
         path = Path(resolve_user_path(str(given), may_be_id=False))
         found = path / SELFCHECK_JSON if path.is_dir() else path
@@ -227,20 +230,17 @@ def find_selfcheck(run_root: str | Path, given: str | Path | None = None) -> Pat
         _read_selfcheck(found, "selfcheck")
         return found
     root = Path(run_root)
-    found = [p for p in [root / SELFCHECK_JSON, *root.glob(f"*/{SELFCHECK_JSON}")] if p.is_file()]
+    found = [p for p in [root / SELFCHECK_JSON, *root.glob(f"*/{SELFCHECK_JSON}")] if _read_selfcheck(p)]
     return max(found, key=lambda p: (str(_read_selfcheck(p).get("when", "")), p.stat().st_mtime), default=None)
 
 
 def _read_selfcheck(path: Path, parameter: str | None = None) -> dict[str, Any]:
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(record, dict) or record.get("tool") != "repro selfcheck":
-            raise ValueError("not written by repro selfcheck")
-        return record
-    except (OSError, ValueError) as exc:
+        return read_record(path, SELFCHECK, "not a report of `repro selfcheck`", {})
+    except (OSError, DataError) as exc:
         if parameter:
-            raise ParameterError(f"{parameter}={str(path)!r} is not a report of `repro selfcheck` ({exc}); run "
-                                 f"`repro selfcheck --report DIR` and give DIR.") from None
+            raise ParameterError(f"{parameter}={str(path)!r}: {exc}; run `repro selfcheck --report DIR` and give "
+                                 f"DIR.") from None
         return {}
 
 
@@ -316,29 +316,7 @@ class Manifest:
         self.path = self.run.manifest
 
     def read(self) -> dict[str, Any]:
-        if not self.path.exists():
-            return {}
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            data = exc
-        family = data.get("family") or {} if isinstance(data, dict) else {}  # (a family member's record: a mapping)
-        lacks = isinstance(family, dict) and [k for k in ("member", "name") if not isinstance(family.get(k), str)]
-        notebooks = data.get("notebooks") or {} if isinstance(data, dict) else {}  # each notebook's record: a mapping
-        odd = next(((f"notebook {name}'s {field}", value) for name, entry in notebooks.items() for field, value in (
-            entry.items() if isinstance(entry, dict) else [("record", entry)]) if not isinstance(entry, dict) or (
-            value is not None and not isinstance(value, NOTEBOOK_RECORD.get(field, object)))), None) if isinstance(
-            notebooks, dict) else ("notebooks", notebooks)
-        # damaged: nothing can be told of what the folder holds
-        if not isinstance(data, dict) or not isinstance(family, dict) or family and lacks or odd:
-            why = (f"is not JSON ({data})" if isinstance(data, Exception) else f"holds a JSON {type(data).__name__}"
-                   if not isinstance(data, dict) else f"holds a JSON {type(family).__name__} as its family"
-                   if not isinstance(family, dict) else f"holds a family without its {lacks[0]}"
-                   if family and lacks else f"holds a JSON {type(odd[1]).__name__ if odd[1] is not None else 'null'} "
-                   f"as its {odd[0]}")
-            raise DataError(f"{self.path} {why}, not a run's record: restore it (a copy, version control), or "
-                            f"give the run another folder; nothing was written.")
-        return data
+        return read_record(self.path, MANIFEST, NOT_A_RECORD, {})  # damaged: nothing can be told of what it holds
 
     def write(self, data: dict[str, Any]) -> None:
         atomic_write_json(self.path, data, indent=2, default=json_default)

@@ -24,6 +24,7 @@ from ..manifest import LAST_RUN, Manifest, now
 from ..parameters import FamilyViewParams, code_span, one_line
 from ..exporters import seed_view
 from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir, project_root
+from ..records import COMPARE, COMPARE_FIX, FAMILY_VIEW, METRICS, METRICS_FIX, read_record
 from ..sources import load_source
 from ..subject import hold
 from . import plots, prose
@@ -82,9 +83,9 @@ def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
 
 def complete_before(root: Path) -> set[str]:
     """The members the family's last view (its family.json) found complete, or missing; none if it has none."""
-    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):  # none yet, or not the view's
-        return {m["member"] for m in json.loads((root / FAMILY_JSON).read_text())["members"]
-                if m["status"] in ("complete", MISSING)}
+    with contextlib.suppress(OSError, ValueError):  # none yet, or not the view's (records.FamilyView)
+        if FAMILY_VIEW.validator.isinstance_python(view := json.loads((root / FAMILY_JSON).read_text()), strict=True):
+            return {m["member"] for m in view["members"] if m["status"] in ("complete", MISSING)}
     return set()
 
 
@@ -156,8 +157,8 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
     """One member's row of the table, and its margins (empty when it has no dataset yet)."""
     family = data["family"]
     margin = member_margins(run, data)
-    metrics = json.loads(run.metrics.read_text()) if run.metrics.exists() else {}
-    verdict = json.loads(run.compare.read_text()).get("verdict") if run.compare.exists() else None
+    metrics = read_record(run.metrics, METRICS, METRICS_FIX, {})
+    verdict = read_record(run.compare, COMPARE, COMPARE_FIX, {}).get("verdict")
     ci = bootstrap_intervals({"margin": margin}, resamples, seed)["margin"]["mean_ci95"] if margin.size else None
     counts, scorer = data.get("counts", {}), data.get("scorer") or {}
     return clean({

@@ -4,7 +4,6 @@ them (PairRM's invariant checks, the length-bias verdict, the schema against the
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams,
                           one_line, read_params_yaml, resolve_parameters, set_option, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
                      reads_as_hub_id, shipped, within)
+from ..records import COMPARE, COMPARE_FIX, METRICS, METRICS_FIX, read_record
 from ..revisions import strings_in
 from ..sources import held_splits, load_source, read_parquet
 from ..subject import (claim, dataset_or_own, declared_scorer, declared_stand_ins, is_own_dataset, read_as_pairrm,
@@ -611,7 +611,8 @@ def gather_facts(params: "CardParams") -> CardFacts:
             "its dataset was made; remove known_recipe (or set card_dataset to the other dataset).")
     # the split described: the one 01_construct wrote; of a dataset not built here, the one 02_analyze read (once
     # 03_card has added it), else card_split
-    mains = [] if built_here else [_get(_metrics_json(run), "dataset", "split"), params.card_split]
+    mains = [] if built_here else [_get(read_record(run.metrics, METRICS, METRICS_FIX), "dataset", "split"),
+                                    params.card_split]
     features, splits, ds = _read_splits(run.dataset, (manifest.get("dataset") or {}).get("split"), *mains)
     title = public_text(params.pretty_name or "") or (
         params.hub_repo_id.split("/")[-1] if params.hub_repo_id
@@ -670,8 +671,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
     facts.figures = _figures(run, facts.metrics)
     if not facts.figures:
         facts.left_out.append(("figures", (failed or "no_figures") if facts.scored else "no_scores"))
-    if run.compare.is_file():
-        facts.comparison = json.loads(run.compare.read_text())
+    facts.comparison = read_record(run.compare, COMPARE, COMPARE_FIX)
     if "prompt" in ds.column_names and "prompt_id" in ds.column_names:
         prompts = view.column("prompt").to_pylist()  # the text (TRL's conversational prompt: its user turn's)
         facts.prompt_id_sha256_rows = sum(isinstance(p, str) and prompt_id_of(p) == i
@@ -858,23 +858,10 @@ def _usable_rows(facts: CardFacts, ds: datasets.Dataset, view: pa.Table) -> np.n
     return kept & ~empty
 
 
-def _metrics_json(run: RunDir) -> Any:
-    """metrics.json as it is, or None where it is missing or not JSON (`_read_metrics` says so)."""
-    try:
-        return json.loads(run.metrics.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def _read_metrics(run: RunDir, facts: CardFacts, view: pa.Table) -> dict[str, Any] | None:
     """metrics.json, when it describes the rows of `view` (the main split, seed columns): as many, the same scores."""
-    if not run.metrics.exists():
+    if (metrics := read_record(run.metrics, METRICS, METRICS_FIX)) is None:
         return None
-    try:
-        metrics = json.loads(run.metrics.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"{run.metrics} is not valid JSON ({exc}); re-run notebooks/02_analyze.ipynb for this run "
-                        f"or delete the file to get a card without the statistics.") from None
     n, excluded = metrics.get("n"), metrics.get("n_excluded", 0)
     recorded = _get(metrics, "dataset", "scores_sha256")
     counted = isinstance(n, int) and n + excluded != facts.num_examples  # other rows than the dataset's

@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import EXIT_BUSY, Busy, ReproError, ReproWarning
+from ..errors import EXIT_BUSY, Busy, ReproError, ReproWarning, printable
 from ..manifest import version_line
 from .interrupt import DroppedWhenClosed, say, stop_signal_as_ctrl_c
 
@@ -92,12 +92,12 @@ def main(argv: list[str] | None = None) -> int:
             with warnings.catch_warnings():  # repro's own warnings as one line each, as its errors (no source line)
                 shown = warnings.showwarning
                 warnings.showwarning = lambda message, category, filename, *rest: (
-                    print(f"repro {command}: warning: {message}", file=sys.stderr)
+                    print(f"repro {command}: warning: {printable(message)}", file=sys.stderr)
                     if issubclass(category, ReproWarning) or str(Path(filename).resolve()).startswith(PACKAGE)
                     else shown(message, category, filename, *rest))
                 return int(importlib.import_module(args._module).main(args) or 0)
         except ReproError as exc:
-            print(f"repro {command}: error: {exc}", file=sys.stderr)
+            print(f"repro {command}: error: {printable(exc)}", file=sys.stderr)
             return EXIT_BUSY if isinstance(exc, Busy) else 2
         except KeyboardInterrupt:  # Ctrl-C outside a notebook (a notebook's own is handled by repro run)
             say(f"repro {command}: interrupted; run the same command again to continue.")

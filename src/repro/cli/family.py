@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import check_format
-from ..errors import EXIT_BUSY, ParameterError, counted
+from ..errors import EXIT_BUSY, ParameterError, counted, printable
 from ..family import Family, Member, grid_keys, is_done, parse_grid_args, plan_family, short_of, why_run_again
 from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, parse_set, resolve_parameters,
                           say_idle, validate_all)
@@ -167,9 +167,9 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
     for member in (m for m in pending if found[m.name][1]):
         with writing(RunDir(member.run_dir), member_given_as(family)):
             replace_run(RunDir(member.run_dir), args.force)
-        print(f"  run directory (member {member.name}): {found[member.name][0][0].detail}")  # why it was replaced
+        print(printable(f"  run directory (member {member.name}): {found[member.name][0][0].detail}"))  # why replaced
     for check in view:  # (--force: why the view is made again)
-        print(f"  {check.what}: {check.detail}")
+        print(printable(f"  {check.what}: {check.detail}"))
     return None
 
 

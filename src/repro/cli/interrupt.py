@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 
 import psutil
 
+from ..errors import printable
 from ..jobs import safe_chunks
 from ..manifest import Manifest
 
@@ -52,7 +53,7 @@ def say(line: str) -> None:
     """Print a stopped run's last `line` to stderr. Where the terminal is gone (the SIGHUP that stopped it), stdout and
     stderr then write nowhere, so that the exit status stays the run's (Python exits 1 on the write, 120 on a flush)."""
     try:
-        print(line, file=sys.stderr, flush=True)
+        print(printable(line), file=sys.stderr, flush=True)
     except OSError:
         write_nowhere(sys.stdout, sys.stderr)
 

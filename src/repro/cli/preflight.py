@@ -20,7 +20,8 @@ from huggingface_hub import constants
 from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
 from ..analysis import prose
-from ..errors import Busy, DataError, ModelLoadError, ParameterError, ReproError, counted, did_you_mean
+from ..errors import (Busy, DataError, ModelLoadError, ParameterError, ReproError, counted, did_you_mean,
+                      printable)
 from ..exporters import FORMATS
 from ..jobs import idle_processes
 from ..manifest import git_refusal, package_versions
@@ -66,7 +67,7 @@ class Check:
     note: str = ""  # the word of a check that passes but says what to weigh before the run (IDLE, NOTE), said first
 
     def line(self) -> str:
-        return f"  {self.note or 'ok' if self.ok else self.problem:<7}  {self.what}: {self.detail}"
+        return printable(f"  {self.note or 'ok' if self.ok else self.problem:<7}  {self.what}: {self.detail}")
 
 
 @dataclass(frozen=True)
@@ -433,7 +434,7 @@ def report(checks: list[Check], params_file: str | Path) -> str:
     head = (f"{params_file}: everything the run needs is here" if not missing else
             f"{params_file}: {counted(len(missing), 'thing')} to fix ({'; '.join(c.what for c in missing)}); "
             f"nothing was downloaded or run")
-    return "\n".join([head, *(c.line() for c in checks)])
+    return "\n".join([printable(head), *(c.line() for c in checks)])
 
 
 def say_notes(checks: list[Check]) -> None:

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import os
 import shutil
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..cache import RowCache
-from ..errors import Busy, DataError, counted, listed
+from ..errors import Busy, DataError, ParameterError, counted, listed
 from ..family import Member
-from ..jobs import FINGERPRINT_FILE, digest_on_disk, finished_chunks, made_by, read_chunk
+from ..jobs import FINGERPRINT_FILE, digest_on_disk, fingerprint_on_disk, finished_chunks, made_by, read_chunk
 from ..manifest import (CITES_SELFCHECK, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest, as_recorded,
                         find_selfcheck, selfcheck_summary)
-from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, differing, notebook_fields, set_option
+from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, SCHEMAS, check_value, differing, notebook_fields, set_option
 from ..paths import WRITING_ENV, RunDir, row_cache_dir, wait_advice
 from ..revisions import GENERATION_CODE, SCORING_CODE, hub_commit, local_content, python_digest
 from ..subject import subject_refusal
@@ -76,7 +75,7 @@ def made_by_other_code(run: RunDir, parameters: dict[str, Any]) -> list[tuple[in
     cache, out = row_cache_dir(parameters.get("cache_dir")) if parameters.get("cache", True) else None, []
     for folder, n in sorted(collections.Counter(p.parent for p in finished_chunks(run.work)).items()):
         with contextlib.suppress(OSError, LookupError, TypeError, ValueError):  # (none told: the run says what it does)
-            work = json.loads((folder / FINGERPRINT_FILE).read_text(encoding="utf-8"))["fingerprint"]["work"]
+            work = fingerprint_on_disk(folder)["fingerprint"]["work"]
             stage = "generation" if work.get("stage") == "generation" else "scores"
             code = python_digest(*(GENERATION_CODE if stage == "generation" else SCORING_CODE))
             if work.get("code") == code:
@@ -290,13 +289,25 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
                                             f"{replaced}")
     sets = " ".join(set_option(key, old) for key, (old, _) in changed.items())
     # (a member's values may be its grid's; values this repro refuses cannot continue it, whatever the record says)
-    wrong = [] if member else [c for c in run_dataset_checks(
-        {**parameters, **{k: old for k, (old, _) in changed.items()}}, run.root) if c.what in changed]
+    wrong = [] if member else [why for key, (old, _) in changed.items() if (why := refused_value(key, old))] or [
+        c.detail for c in run_dataset_checks({**parameters, **{k: old for k, (old, _) in changed.items()}}, run.root)
+        if c.what in changed]
     again = "" if member or wrong else f"continue that one with its values (`{sets}`), "
     return Check("run directory", False,
                  f"{run.root} holds {held} other parameters: {changes}. Give another {given_as} for this run, "
                  f"{again}or pass --force: {replaced}" + f". Its own values cannot continue it: "
-                 f"{' '.join(c.detail for c in wrong)}" * bool(wrong), problem="REFUSED")
+                 f"{' '.join(wrong)}" * bool(wrong), problem="REFUSED")
+
+
+def refused_value(key: str, value: Any) -> str | None:
+    """Why this repro refuses a run's recorded `value` of `key` by its type (a choice an older repro took, since
+    gone), else None (its paths are not looked at)."""
+    fields = [schema.model_fields[key] for schema in SCHEMAS.values() if key in schema.model_fields]
+    try:
+        check_value(fields[0].annotation, value, key) if fields else None
+    except ParameterError as exc:
+        return str(exc)
+    return None
 
 
 def previous_outputs(run: RunDir) -> list[Path]:

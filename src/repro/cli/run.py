@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import NOTICE, ReproError, ReproWarning, did_you_mean
+from ..errors import NOTICE, ReproError, ReproWarning, did_you_mean, printable
 from . import PACKAGE
 from .interrupt import (EXIT_INTERRUPTED, Interrupted, cause, kernel_manager, record_interruption, run_interruptible,
                         say, what_is_kept)
@@ -227,7 +227,7 @@ def _say_notices(name: str, notebook: Path) -> None:
     with contextlib.suppress(OSError, ValueError, AttributeError):  # (a notebook papermill could not write)
         said = notices(notebook)
         for line in said[:NOTICES_SHOWN]:
-            print(f"repro run: {name}: {line}", file=sys.stderr)
+            print(f"repro run: {name}: {printable(line)}", file=sys.stderr)
         if len(said) > NOTICES_SHOWN:
             print(f"repro run: {name}: and {len(said) - NOTICES_SHOWN} more in {notebook}", file=sys.stderr)
 
@@ -368,7 +368,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
         print(f"repro run: {params_file} -> {run_root}\n  parameters: {shown}")
         where = checks[0]  # why a complete run runs again, what a run there reuses, why one was replaced
         if where.what == "run directory" and not where.detail.endswith("(new)"):
-            print(f"  run directory: {where.detail}")
+            print(printable(f"  run directory: {where.detail}"))
         say_notes(checks)
         return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
                              selfcheck=values.get("selfcheck"), fingerprint=fingerprint, only=runs)

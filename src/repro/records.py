@@ -1,0 +1,136 @@
+"""The records repro reads back from a run folder, in the shape repro writes them (what its readers take for granted):
+a record someone else wrote, or one damaged by hand, stops where it is read, with one error naming its file and the
+place in it, not with a traceback from the code that reads it later."""
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from typing_extensions import NotRequired, TypedDict, is_typeddict
+
+from .errors import DataError
+from .parameters import SCHEMAS
+
+Number = float | None  # (a NaN or an infinity is written null)
+Mapping = dict[str, Any]
+Digits = Annotated[str, Field(pattern=r"^\d+$")]
+HELD = {"dict": "a mapping", "list": "a list"}
+WANTED = {"dict_type": "a mapping", "list_type": "a list", "string_type": "text", "int_type": "a whole number",
+          "float_type": "a number", "bool_type": "true or false", "string_pattern_mismatch": "a number"}
+
+
+def json_type(annotation: Any) -> Any:
+    """The JSON type of a parameter's `annotation`: without its checks (a path recorded need not exist now), a model
+    a mapping."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return json_type(args[0])
+    if origin in (list, dict):
+        return origin[tuple(map(json_type, args))]
+    if origin is Literal:  # (a value an older repro took, since gone, is a parameter changed, not a damaged record)
+        return Union[tuple({type(a) for a in args})]
+    if origin is not None:  # (a union)
+        return Union[tuple(map(json_type, args))]
+    return dict if is_typeddict(annotation) or isinstance(annotation, type) and issubclass(annotation, BaseModel) \
+        else annotation
+
+
+def shape(title: str, total: bool = False, /, **fields: Any) -> Any:
+    """A mapping of these `fields` (keys to their types), any of them left out unless `total`, others not read."""
+    return TypedDict(title, fields, total=total)  # type: ignore[operator]
+
+
+# the parameters a run records (its own and each notebook's), each of the type its schema gives it
+Parameters = shape("Parameters", **{k: json_type(field.annotation) for schema in SCHEMAS.values()
+                                    for k, field in schema.model_fields.items()})
+Notebook = shape("Notebook", status=str | None, error=str | None, executed=str | None, parameters=Parameters | None)
+Family = TypedDict("Family", {"member": str, "name": str, "index": NotRequired[int], "grid": NotRequired[Mapping]})
+Cache = dict[str, int | list[str]]  # (cache.CacheCounts: counts, the damaged entries' names)
+# each stage's fields, and generation's record (the names differ)
+Stage = shape("Stage", error=str | None, cache=Cache, batch_tokens_used=dict[Digits, int], candidates_per_row=Mapping,
+              tie_rule=str | None, **dict.fromkeys(("prompts", "prompts_computed", "prompts_resumed",
+                                                    "prompts_generated"), int))
+Manifest = shape(
+    "Manifest", status=str | None, project=str | None, parameters=Parameters, notebooks=dict[str, Notebook],
+    outputs=dict[str, shape("Output", True, sha256=str, bytes=int)], family=Family | None,
+    stages=dict[str, Stage], counts=dict[str, int | None], generation=Stage | None,
+    scorer=shape("Scorer", model=str, limits_from=dict[str, str | None], cache=Cache) | None,
+    subject=shape("Subject", True, dataset=str | None), dataset=shape("Dataset", split=str),
+    environment=shape("Environment", packages=dict[str, str | None], git=Mapping,
+                      lock=shape("Lock", sha256=str | None)),
+    members=list[str] | dict[str, Mapping], family_name=str | None)
+
+Test = shape("Test", statistic=Number, pvalue=Number, spearman=Number, positive=int, negative=int)
+Block = dict[str, Number | list[Number]]  # (a score's or the margin's statistics)
+Metrics = shape(
+    "Metrics", n=int, n_excluded=int, excluded_reasons=dict[str, int], score_chosen=Block, score_rejected=Block,
+    margin=Block, dataset=shape("Analysed", split=str, scores_sha256=str),
+    margin_sign=dict[str, dict[str, Number]], tests=dict[str, Test], effect_size=dict[str, Number],
+    correlation=dict[str, Test], bootstrap=Mapping, invariants=Mapping, agreement=Mapping,
+    length=shape("Length", n=int, margin_vs_length_difference=dict[str, Test], chosen_longer_test=dict[str, Test]),
+    scale=shape("Scale", kind=Literal["constant", "rating", "probability", "logit", "unclear"]),  # (detect_scale's)
+    figures=dict[str, shape("Figure", png=str, title=str)])
+Compare = shape("Compare", verdict=str, probabilities=dict[str, Mapping] | None, note_facts=list[list[Any]],
+                slice=Mapping | None, **dict.fromkeys(("reference", "candidate", "parameters", "alignment", "coverage",
+                                                        "disagreements", "pairs", "scores"), Mapping))
+Selfcheck = TypedDict("Selfcheck", {
+    "tool": Literal["repro selfcheck"], "when": NotRequired[str], "models": NotRequired[dict[str, Mapping]],
+    "settings": NotRequired[Mapping], "environment": NotRequired[shape("Checked", packages=dict[str, str | None])],
+    "checks": NotRequired[list[shape("Check", True, name=str, status=str)]]})
+# a family's family.json (05_family): each member's last status
+FamilyView = shape("FamilyView", True, members=list[shape("Seen", True, member=str, status=str)])
+# work/<stage>/fingerprint.json (jobs.prepare_work_dir): its digest names a set-aside folder (hex: never a path)
+Fingerprint = TypedDict("Fingerprint", {"digest": Annotated[str, Field(pattern="^[0-9a-f]+$")],
+                                        "fingerprint": NotRequired[shape("Stored", work=Mapping)]})
+# a chunk's note (jobs.run_chunked_with_stats): rows from the row cache, prompts per budget (an older repro's: those)
+Budgets = dict[Digits, int]
+Note = TypedDict("Note", {"rows_from_cache": int, "made_with": NotRequired[Budgets]})
+MANIFEST, METRICS, COMPARE = TypeAdapter(Manifest), TypeAdapter(Metrics), TypeAdapter(Compare)
+SELFCHECK, FAMILY_VIEW = TypeAdapter(Selfcheck), TypeAdapter(FamilyView)
+FINGERPRINT, NOTE = TypeAdapter(Fingerprint), TypeAdapter(Note | Budgets)
+METRICS_FIX = ("not what 02_analyze writes: run notebooks/02_analyze.ipynb again on this run, or delete the file "
+               "(a card then leaves the statistics out).")
+COMPARE_FIX = "not what 04_compare writes: run notebooks/04_compare.ipynb again on this run, or delete the file."
+
+
+def read_record(path: Path, shape: TypeAdapter, fix: str, missing: Any = None) -> Any:
+    """The JSON record at `path` (`missing` where there is none), where it has the `shape` repro writes it in; else a
+    DataError naming the file and saying `fix`."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        return missing
+    except ValueError as exc:  # (not JSON, not UTF-8)
+        raise DataError(f"{path} is not JSON ({exc}), {fix}") from None
+    return checked(path, data, shape, fix)
+
+
+def checked(path: Path, data: Any, shape: TypeAdapter, fix: str) -> Any:
+    """`data`, read from the record `path`, where it has the `shape` repro writes it in; else a DataError naming the
+    file and the first place in it that is not so, then saying `fix` (what the record is not, what to do)."""
+    try:
+        shape.validate_python(data, strict=True)
+    except ValidationError as exc:
+        raise DataError(f"{path} {wrong(data, exc.errors()[0])}, {fix}") from None
+    return data
+
+
+def wrong(data: Any, err: dict[str, Any]) -> str:
+    """What pydantic's error `err` says of `data`: the value held, where (JSON keys: control characters escaped), what
+    belongs there."""
+    keys, value = [], data
+    for part in err["loc"]:  # (pydantic names the member of a union tried too)
+        if isinstance(value, dict) and part in value or isinstance(value, list) and isinstance(part, int):
+            keys.append(part)
+            value = value[part]
+    if key := err["loc"][-1:] == ("[key]",):  # a key of the mapping held there
+        keys, value = keys[:-1], keys[-1]
+    where = "".join(f"[{json.dumps(k)}]" if i else str(k) if str(k).isidentifier() else json.dumps(k)
+                    for i, k in enumerate(keys))
+    if err["type"] == "missing":
+        return f"holds no {json.dumps(err['loc'][-1])}" + f" in its {where}" * bool(where)
+    shown = json.dumps(value)
+    held = HELD.get(type(value).__name__) or (shown if len(shown) <= 40 else f"{shown[:37]}...")
+    wanted = WANTED.get(err["type"]) or err["msg"].removeprefix("Input should be ")
+    return f"holds {held}" + f" as {'a key of ' * key}its {where}" * bool(where) + f" where {wanted} belongs"

@@ -1,0 +1,134 @@
+"""Records repro reads back from a run folder (repro.records), written by someone else or damaged by hand: each stops
+where it is read, with one error naming its file and the place in it, never a traceback, and nothing is written; the
+record text a command prints shows its control characters as escapes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from repro.card import gather_facts
+from repro.cli import main
+from repro.errors import DataError
+from repro.parameters import CardParams, build
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "params" / "demo.yaml"
+PARQUET = "dataset/data/train_prefs-00000-of-00001.parquet"
+NOT_A_RECORD = ", not a run's record: restore it (a copy, version control), or give the run another folder; nothing"
+
+
+def edit(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps(change(data) or data))
+
+
+def contents(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def repro(capsys, *args) -> tuple[int, str, str]:
+    code = main(["run", *map(str, args)])
+    return code, *capsys.readouterr()
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda m: m["outputs"].update({PARQUET: "x"}), f'holds "x" as its outputs["{PARQUET}"] where a mapping belongs'),
+    (lambda m: m["stages"]["score"].update(batch_tokens_used={"high": 40}),
+     'holds "high" as a key of its stages["score"]["batch_tokens_used"] where a number belongs'),
+    (lambda m: m["parameters"].update(output_format=5), 'holds 5 as its parameters["output_format"] where text belongs'),
+    (lambda m: m.update(subject="demo"), 'holds "demo" as its subject where a mapping belongs')])
+def test_a_damaged_manifest_stops_each_command_with_one_line_naming_it_and_the_place(demo_run_copy, capsys, change,
+                                                                                      said):
+    # outputs' values as strings: `repro run --check` raised AttributeError ('str' object has no attribute 'get'), a
+    # budget that is no number stopped 03_card (int("high")), an unknown output_format --check (a KeyError), a subject
+    # as a string both (string indices must be integers)
+    manifest = demo_run_copy / "manifest.json"
+    edit(manifest, change)
+    error = f"repro run: error: {manifest} {said}{NOT_A_RECORD} was written.\n"
+    for status in ("complete", "failed"):  # the run as it is, a re-run continuing it, --force
+        edit(manifest, lambda m: m.update(status=status) if "status" in m else None)
+        before = contents(demo_run_copy.parent)
+        for more in ([], ["--force"]):
+            assert repro(capsys, DEMO, "--out", demo_run_copy, "--check", *more) == (2, "", error)
+        with pytest.raises(DataError) as refused:  # 03_card's code (its cell, as papermill or JupyterLab runs it)
+            gather_facts(build(CardParams, {"run_dir": str(demo_run_copy)}))
+        assert str(refused.value) == error.removeprefix("repro run: error: ").rstrip()
+        assert contents(demo_run_copy.parent) == before
+
+
+def test_03_card_alone_stops_at_metrics_json_naming_the_place_that_is_no_number(demo_run_copy, papermill_cli):
+    # "score_chosen": {"mean": "high"} went into the card as the mean; a p-value as text stopped 03_card with
+    # "ValueError: Unknown format code 'g' for object of type 'str'", a length test as a list with a TypeError
+    metrics = demo_run_copy / "metrics.json"
+    honest = metrics.read_text()
+    edit(metrics, lambda m: m["score_chosen"].update(mean="high"))
+    said = (f'{metrics} holds "high" as its score_chosen["mean"] where a number belongs, not what 02_analyze writes: '
+            f"run notebooks/02_analyze.ipynb again on this run, or delete the file (a card then leaves the statistics "
+            f"out).")
+    card = demo_run_copy / "dataset" / "README.md"
+    before = card.read_bytes()
+    proc = papermill_cli("notebooks/03_card.ipynb", demo_run_copy.parent / "out.ipynb", "-k", "repro",
+                         "-p", "run_dir", demo_run_copy)
+    assert proc.returncode == 1 and f"DataError: {said}" in proc.stderr, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr.partition("DataError")[2] and card.read_bytes() == before
+    for (block, name, key), value, held in ((("tests", "wilcoxon", "pvalue"), "high", '"high"'),
+                                            (("length", "chosen_longer_test", "chars"), [1], "a list")):
+        metrics.write_text(honest)
+        edit(metrics, lambda m: m[block][name].update({key: value}))
+        with pytest.raises(DataError, match=re.escape(f'{metrics} holds {held} as its {block}["{name}"]["{key}"]')):
+            gather_facts(build(CardParams, {"run_dir": str(demo_run_copy)}))
+
+
+@pytest.mark.parametrize("damage", [lambda f: [1, 2], lambda f: f["fingerprint"].update(work="x")])
+def test_a_damaged_fingerprint_of_work_sets_its_chunks_aside_and_says_so(demo_run_copy, capsys, damage):
+    # a fingerprint whose `work` was no mapping stopped `repro run --check` continuing the run with an AttributeError
+    edit(demo_run_copy / "manifest.json", lambda m: m.update(status="failed"))
+    edit(demo_run_copy / "work" / "scoring" / "fingerprint.json", damage)
+    code, out, err = repro(capsys, DEMO, "--out", demo_run_copy, "--check")
+    assert code == 0 and err == "", err
+    assert ("3 finished chunks in work/scoring cannot be told to be this run's: its fingerprint.json is damaged (not "
+            "what repro writes): they are set aside and computed again") in out
+
+
+def test_record_text_printed_shows_its_control_characters_as_escapes(demo_run_copy, capsys):
+    # a copied manifest naming an output "\x1b[2K\x1b[1A...": --check's line erased itself and the line above it
+    evil = "\x1b[2K\x1b[1Aevil\r\x9b"
+    edit(demo_run_copy / "manifest.json", lambda m: m["outputs"].update({evil: {"sha256": "0" * 64, "bytes": 3}}))
+    code, out, err = repro(capsys, DEMO, "--out", demo_run_copy, "--check")
+    assert code == 0 and "its output \\x1b[2K\\x1b[1Aevil\\r\\x9b is gone or was changed" in out
+    assert not any(c in out + err for c in "\x1b\r\x9b")
+
+
+def test_a_damaged_members_record_stops_the_familys_check_naming_it(demo_run_copy, capsys, tmp_path):
+    # `repro run --grid ... --check` read each member's record: a complete member's outputs as strings raised
+    # AttributeError ('str' object has no attribute 'get')
+    member = Path(shutil.copytree(demo_run_copy, tmp_path / "fam" / "mini_index-0"))  # (the grid's one member)
+    manifest = member / "manifest.json"
+    edit(manifest, lambda m: m.update(family={"name": "fam", "member": "mini_index-0", "index": 0,
+                                              "grid": {"mini_index": 0}}))
+    family = (DEMO, "--grid", "mini_index=0", "--out", tmp_path / "fam", "--check")
+    assert "mini_index-0: complete with the same parameters, not run again" in repro(capsys, *family)[1]
+    edit(manifest, lambda m: m.update(outputs={PARQUET: "x"}))
+    error = (f'repro run: error: {manifest} holds "x" as its outputs["{PARQUET}"] where a mapping belongs'
+             f"{NOT_A_RECORD} was written.\n")
+    assert repro(capsys, *family) == (2, "", error)
+
+
+def test_a_choice_an_older_repro_recorded_since_gone_is_a_parameter_changed_not_a_damaged_record(demo_run_copy, capsys):
+    # a strict record refused such a run as "not a run's record" (and --force could not replace it); before that,
+    # an unknown output_format stopped --check with a KeyError
+    edit(demo_run_copy / "manifest.json", lambda m: m["parameters"].update(output_format="old", selection="older"))
+    code, out, err = repro(capsys, DEMO, "--out", demo_run_copy, "--check")
+    assert (code, err) == (1, "")
+    said = " ".join(out.split())
+    assert "holds a run with other parameters: output_format ('old' there, 'seed' now), selection ('older' there, " \
+           "'best_worst' now)" in said and "continue that one" not in said
+    assert "Its own values cannot continue it: output_format: Input should be 'seed'" in said
+    assert repro(capsys, DEMO, "--out", demo_run_copy, "--check", "--force")[0] == 0
