@@ -1,3 +1,4 @@
+import gzip
 import json
 import re
 from pathlib import Path
@@ -523,3 +524,10 @@ def test_paths_with_square_brackets_are_read_as_themselves(tmp_path, train_rows)
     loose = _loose_folder(tmp_path / "loose[2]", ["rows.jsonl"])
     with pytest.raises(DataError, match=re.escape(f"source {str(loose)!r} has [, ], * or ? in its path")):
         load_source(str(loose), "train")
+    # a compressed file so named: datasets' gzip reader takes [1] for an address ("'1' does not appear to be an IPv4
+    # or IPv6 address", and the advice to check a file that is sound); refused saying what to do
+    packed = tmp_path / "rows[1].jsonl.gz"
+    packed.write_bytes(gzip.compress(source.read_bytes()))
+    with pytest.raises(DataError, match=re.escape(f"source {str(packed)!r} is compressed and has [, ], * or ? in its "
+                                                  "path, which datasets cannot read: rename it, or decompress it")):
+        load_source(str(packed))

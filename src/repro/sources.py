@@ -103,6 +103,9 @@ def file_problem(path: Path, name: str | None = None) -> str | None:
         return f": unsupported file type {_suffix(path)!r}; use .jsonl, .json or .parquet"
     if path.stat().st_size == 0:
         return " is an empty file: it holds no rows"
+    if path.suffix == ".gz" and glob.escape(str(path)) != str(path):  # (datasets' gzip reader parses it as a URL)
+        return (" is compressed and has [, ], * or ? in its path, which datasets cannot read: rename it, or "
+                "decompress it")
     # (pyarrow's ArrowInvalid is a ValueError; so is the DataError the load's read of a json file raises, kept)
     unread = (OSError,) if name and path.suffix != ".parquet" else (OSError, ValueError)
     with contextlib.suppress(*unread):
