@@ -30,6 +30,7 @@ from markdown_it import MarkdownIt
 from scipy import stats
 
 from repro import card as repro_card
+from repro import compare
 from repro import manifest as manifest_module
 from repro.analysis.report import analyze
 from repro.analysis.stats import detect_scale
@@ -3658,6 +3659,105 @@ def test_text_from_a_run_manifest_never_becomes_html_in_the_card(tmp_path):
                                                       f'{block}["{key}"] where {wanted} belongs')):
             card_for(tmp_path / "run")
         path.write_text(honest)
+
+
+EVIL = "<img src=x onerror=alert(1)>"
+
+
+@pytest.fixture(scope="module")
+def compared_run(tmp_path_factory) -> Path:
+    """A run (make_run's, its metrics with candidate scores) holding what 04_compare writes too: compare.json of its
+    rows against a copy of them, both found in a source file of their prompts and one more (its first row)."""
+    root = tmp_path_factory.mktemp("compared") / "run"
+    rows = seed_rows(24)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(datasets.config, "HF_DATASETS_CACHE", str(root.parent / "hf-cache"))
+        make_run(root, rows[1:])
+        metrics = json.loads(RunDir(root).metrics.read_text())
+        metrics["invariants"]["candidate_scores"] = {"rows": 23, "two_candidate_rows": 23, "sum_to_zero_holds": 23,
+                                                     "antisymmetry_holds_among_two_candidate_rows": 23}
+        RunDir(root).metrics.write_text(json.dumps(metrics))
+        reference = write_rows(root.parent / "reference.jsonl", rows[1:])
+        source = write_rows(root.parent / "source.jsonl", [{k: r[k] for k in ("prompt", "prompt_id")} for r in rows])
+        compare.compare(build(CompareParams, {"run_dir": str(root), "reference": reference, "compare_source": source,
+                                              "bootstrap_resamples": 100}))
+    return root
+
+
+def forged(run: Path, record: str, place: tuple, value) -> Path:
+    """`run`'s `record` (a file in it) with `value` at `place` (its keys and indices), as someone may send it."""
+    path = run / record
+    data = json.loads(path.read_text())
+    tree = data
+    for key in place[:-1]:
+        tree = tree[key]
+    tree[place[-1]] = value
+    path.write_text(json.dumps(data))
+    return path
+
+
+def no_number(record: str, *place, wanted: str = "a whole number", value=EVIL) -> tuple:
+    """A case of `record` holding `value` at `place` where `wanted` belongs, and what the error says of it."""
+    where = "".join(f"[{json.dumps(k)}]" if i else k for i, k in enumerate(place))
+    return record, place, value, f"{json.dumps(value)} as its {where} where {wanted} belongs"
+
+
+RM = {"name": "rm", "column": "candidate_scores_rm", "decides_pairs": False, "kind": "sequence_classifier",
+      "model": "builtin:tiny-reward-deberta", "max_length": 512, "rows_truncated": EVIL}
+
+
+@pytest.mark.parametrize("record, place, value, said", [
+    *(no_number("compare.json", *place) for place in (
+        ("alignment", "aligned"), ("reference", "rows"), ("coverage", "only_reference"), ("coverage", "only_candidate"),
+        ("coverage", "duplicates_reference"), ("coverage", "duplicates_candidate"), ("disagreements", "rows"),
+        ("scores", "by_role", "chosen", "n"), ("scores", "by_role", "rejected", "n"), ("scores", "margin", "n"),
+        ("slice", "located"), ("slice", "repeated"), ("slice", "not_in_source"), ("slice", "span", 0),
+        ("slice", "span", 1), ("slice", "before_span"), ("slice", "after_span"),
+        ("slice", "inside_span_not_in_reference", "count"), ("slice", "hints_reproduce", "rows", 0),
+        ("slice", "hints_reproduce", "rows", 1))),
+    *(no_number("compare.json", *place, wanted="a number", value="x") for place in (
+        ("pairs", "fractions", "same"), ("scores", "scores", "pearson"), ("scores", "scores", "ci95", "pearson", 0),
+        ("disagreements", "tolerance"), ("parameters", "disagreement_tolerance"))),
+    no_number("compare.json", "pairs", "categories", "same", value="x"),
+    no_number("compare.json", "slice", "groups", wanted="a list", value="x"),
+    *(no_number("compare.json", *place, wanted="a mapping", value="x") for place in (
+        ("slice", "hints_reproduce"), ("pairs", "categories"), ("pairs", "messages"), ("scores", "scores"),
+        ("scores", "by_role"), ("reference", "commits"))),
+    ("compare.json", ("disagreements", "not_compared"), {EVIL: "x"},
+     f"\"{EVIL}\" as a key of its disagreements[\"not_compared\"] where 'pairs' or 'scores' belongs"),
+    *(("compare.json", ("note_facts", 0), note, f"{json.dumps(note[i])} as its note_facts[0][{i}] where {wanted} "
+       "belongs") for note, i, wanted in ((["stand_in_note", "reference", EVIL], 2, "'reference' or 'candidate'"),
+                                          (["scale_note", "x", "logit"], 1, "'rating' or 'logit'"),
+                                          (["prompt_note", EVIL, []], 1, "a whole number"))),
+    *(no_number("manifest.json", *place) for place in (
+        ("scorer", "rows_truncated"), ("stages", "candidates", "candidates_per_row", "2"), ("parameters", "limit"),
+        ("parameters", "drop_rows"), ("counts", "dropped_tie"))),
+    no_number("manifest.json", "parameters", "min_margin", wanted="a number"),
+    ("manifest.json", ("stages", "candidates", "candidates_per_row"), {"[click](javascript:alert(5))": 23},
+     '"[click](javascript:alert(5))" as a key of its stages["candidates"]["candidates_per_row"] where a number '
+     'belongs'),
+    ("manifest.json", ("scorers",), [{"name": "primary", "decides_pairs": True}, RM],
+     f'"{EVIL}" as its scorers[1]["rows_truncated"] where a whole number belongs'),
+    *(no_number("metrics.json", *place) for place in (
+        ("invariants", "sign_order_fails"), ("invariants", "candidate_scores", "rows"),
+        ("invariants", "candidate_scores", "antisymmetry_holds_among_two_candidate_rows"), ("n_excluded",),
+        ("length", "n"))),
+    no_number("metrics.json", "length", "left_out", wanted="a mapping"),
+    ("metrics.json", ("length", "left_out"), {"rows": EVIL, "first_row": 0, "column": "chosen"},
+     f'"{EVIL}" as its length["left_out"]["rows"] where a whole number belongs'),
+    no_number("metrics.json", "scale", "kind", wanted="'constant', 'rating', 'probability', 'logit' or 'unclear'"),
+])
+def test_a_record_that_holds_no_number_or_word_the_card_prints_stops_the_card_naming_the_place(
+        compared_run, tmp_path, record, place, value, said):
+    """A security review: a run folder someone sent put live HTML into the card (and 03_card's preview) through the
+    numbers it printed as recorded (compare.json's counts, the rows a scorer cut, those that break PairRM's sign
+    order), and stopped 03_card with a traceback where its records held text for a number, text for a list or a
+    mapping, or a word the card looks up (a side, a scale) that is none of its own. Each now stops where the record
+    is read, with one error naming the file and the place."""
+    run = Path(shutil.copytree(compared_run, tmp_path / "run"))
+    path = forged(run, record, place, value)
+    with pytest.raises(DataError, match="^" + re.escape(f"{path} holds {said}, not ")):
+        card_for(run)
 
 
 def test_the_templates_put_no_value_between_backticks_of_their_own():
