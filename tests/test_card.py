@@ -3696,6 +3696,17 @@ def forged(run: Path, record: str, place: tuple, value) -> Path:
     return path
 
 
+def live(markdown: str) -> list:
+    """The raw HTML that markdown-it (CommonMark and tables, HTML on, as JupyterLab's Markdown) makes of `markdown`,
+    and its links and images other than the card's figures (no link refused: JupyterLab's Markdown refuses none)."""
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    md.validateLink = lambda url: True
+    tokens = md.parse(markdown)
+    return [t.content or t.attrs for t in [*tokens, *(c for t in tokens for c in t.children or [])]
+            if t.type in ("html_block", "html_inline") or t.type in ("link_open", "image")
+            and not str(t.attrs.get("href") or t.attrs.get("src")).startswith("figures/")]
+
+
 def no_number(record: str, *place, wanted: str = "a whole number", value=EVIL) -> tuple:
     """A case of `record` holding `value` at `place` where `wanted` belongs, and what the error says of it."""
     where = "".join(f"[{json.dumps(k)}]" if i else k for i, k in enumerate(place))
@@ -3758,6 +3769,42 @@ def test_a_record_that_holds_no_number_or_word_the_card_prints_stops_the_card_na
     path = forged(run, record, place, value)
     with pytest.raises(DataError, match="^" + re.escape(f"{path} holds {said}, not ")):
         card_for(run)
+
+
+@pytest.mark.parametrize("place, value", [
+    (("slice", "groups", 0, "solutions", 0, "drop_from"), "end\n\n<script>alert(1)</script>\n"),
+    (("slice", "groups", 0, "solutions", 0), {"[l](javascript:alert(1))": 0, EVIL: EVIL}),
+    (("slice", "hints_reproduce", "parameters", "[l](javascript:alert(2))"), EVIL),
+    (("slice", "hints_limited"), "[l](javascript:alert(3))"),
+    (("slice", "groups", 0, "name"), f"[l](javascript:alert(4)) {EVIL}")])
+def test_text_from_a_comparison_someone_sent_never_becomes_html_or_a_link_in_the_card(compared_run, tmp_path, place,
+                                                                                      value):
+    """The slice parameters that reproduce a reference (compare.json's, each `key=value`) went into the card's
+    Reproduction section as they were: a key `[l](javascript:alert(1))` became a live link, a value that starts a
+    line with `<script>` a raw block. They show as text now, in both languages."""
+    run = Path(shutil.copytree(compared_run, tmp_path / "run"))
+    honest = json.loads((run / "compare.json").read_text())["slice"]
+    assert honest["groups"][0]["solutions"] and not honest["hints_reproduce"]["exact"]  # (each sentence is said)
+    forged(run, "compare.json", place, value)
+    body = DatasetCard.load(card_for(run)[1]).text
+    assert "## Reproduction" in body and live(body) == []
+
+
+def test_a_name_with_a_bar_stays_in_its_cell_of_the_reproduction_table(compared_run, tmp_path):
+    """GFM splits a table row's cells at each `|`, in a code span too: a split named `a|b` (compare.json's
+    `reference.split`, `candidate.split`) or a probability column so named cut their row of the Reproduction table
+    in three cells."""
+    run = Path(shutil.copytree(compared_run, tmp_path / "run"))
+    forged(run, "compare.json", ("reference", "split"), "x|y")
+    forged(run, "compare.json", ("candidate", "split"), "a|b")
+    forged(run, "compare.json", ("probabilities",), {"chosen|probs": {
+        "rows": 23, "differ": 0, "other_shape": 0, "missing": 0, "max_abs_difference": 0.0}})
+    for half, heading in zip(halves(card_for(run)[1]), ("## Reproduction", "## 复现对比")):
+        table = MarkdownIt("commonmark").enable("table").render(part(half, heading))
+        for name, names in (("x|y", ["x|y", "a|b"]), ("chosen|probs", ["chosen|probs"])):
+            rows = [re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)
+                    if re.search(f"(<code>|`){name[0]}", row)]
+            assert [(len(cells), re.findall("<code>(.*?)</code>", cells[0])) for cells in rows] == [(2, names)], rows
 
 
 def test_the_templates_put_no_value_between_backticks_of_their_own():
