@@ -3807,6 +3807,21 @@ def test_a_name_with_a_bar_stays_in_its_cell_of_the_reproduction_table(compared_
             assert [(len(cells), re.findall("<code>(.*?)</code>", cells[0])) for cells in rows] == [(2, names)], rows
 
 
+def test_a_reference_found_nowhere_in_the_source_leaves_the_slice_unsaid(compared_run, tmp_path):
+    """04_compare records the slice `{"located": 0, ...}` where none of the reference's rows is in compare_source;
+    03_card stopped on it ("UndefinedError: 'dict object' has no attribute 'inside_span_not_in_reference'")."""
+    run = Path(shutil.copytree(compared_run, tmp_path / "run"))
+    source = write_rows(tmp_path / "other.jsonl", [{"prompt": f"Another prompt {i}.", "prompt_id": str(i)}
+                                                   for i in range(30)])
+    reference = str(compared_run.parent / "reference.jsonl")
+    compare.compare(build(CompareParams, {"run_dir": str(run), "reference": reference, "compare_source": source,
+                                          "bootstrap_resamples": 100}))
+    assert json.loads((run / "compare.json").read_text())["slice"]["located"] == 0
+    en, zh = halves(card_for(run)[1])
+    assert "| rows aligned (of the reference's 23) | 23 |" in en and "Slice:" not in en
+    assert "| 对齐的行数（参考数据集共 23 行） | 23 |" in zh and "切片：" not in zh
+
+
 def test_the_templates_put_no_value_between_backticks_of_their_own():
     """`{{ model }}` in a template: a backtick in the value ended the template's code span. Every value goes through
     the `code` filter instead, whose fence nothing in the value ends."""
