@@ -30,6 +30,7 @@ from markdown_it import MarkdownIt
 from scipy import stats
 
 from repro import card as repro_card
+from repro import compare
 from repro import manifest as manifest_module
 from repro.analysis.report import analyze
 from repro.analysis.stats import detect_scale
@@ -3658,6 +3659,167 @@ def test_text_from_a_run_manifest_never_becomes_html_in_the_card(tmp_path):
                                                       f'{block}["{key}"] where {wanted} belongs')):
             card_for(tmp_path / "run")
         path.write_text(honest)
+
+
+EVIL = "<img src=x onerror=alert(1)>"
+
+
+@pytest.fixture(scope="module")
+def compared_run(tmp_path_factory) -> Path:
+    """A run (make_run's, its metrics with candidate scores) holding what 04_compare writes too: compare.json of its
+    rows against a copy of them, both found in a source file of their prompts and one more (its first row)."""
+    root = tmp_path_factory.mktemp("compared") / "run"
+    rows = seed_rows(24)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(datasets.config, "HF_DATASETS_CACHE", str(root.parent / "hf-cache"))
+        make_run(root, rows[1:])
+        metrics = json.loads(RunDir(root).metrics.read_text())
+        metrics["invariants"]["candidate_scores"] = {"rows": 23, "two_candidate_rows": 23, "sum_to_zero_holds": 23,
+                                                     "antisymmetry_holds_among_two_candidate_rows": 23}
+        RunDir(root).metrics.write_text(json.dumps(metrics))
+        reference = write_rows(root.parent / "reference.jsonl", rows[1:])
+        source = write_rows(root.parent / "source.jsonl", [{k: r[k] for k in ("prompt", "prompt_id")} for r in rows])
+        compare.compare(build(CompareParams, {"run_dir": str(root), "reference": reference, "compare_source": source,
+                                              "bootstrap_resamples": 100}))
+    return root
+
+
+def forged(run: Path, record: str, place: tuple, value) -> Path:
+    """`run`'s `record` (a file in it) with `value` at `place` (its keys and indices), as someone may send it."""
+    path = run / record
+    data = json.loads(path.read_text())
+    tree = data
+    for key in place[:-1]:
+        tree = tree[key]
+    tree[place[-1]] = value
+    path.write_text(json.dumps(data))
+    return path
+
+
+def live(markdown: str) -> list:
+    """The raw HTML that markdown-it (CommonMark and tables, HTML on, as JupyterLab's Markdown) makes of `markdown`,
+    and its links and images other than the card's figures (no link refused: JupyterLab's Markdown refuses none)."""
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    md.validateLink = lambda url: True
+    tokens = md.parse(markdown)
+    return [t.content or t.attrs for t in [*tokens, *(c for t in tokens for c in t.children or [])]
+            if t.type in ("html_block", "html_inline") or t.type in ("link_open", "image")
+            and not str(t.attrs.get("href") or t.attrs.get("src")).startswith("figures/")]
+
+
+def no_number(record: str, *place, wanted: str = "a whole number", value=EVIL) -> tuple:
+    """A case of `record` holding `value` at `place` where `wanted` belongs, and what the error says of it."""
+    where = "".join(f"[{json.dumps(k)}]" if i else k for i, k in enumerate(place))
+    return record, place, value, f"{json.dumps(value)} as its {where} where {wanted} belongs"
+
+
+RM = {"name": "rm", "column": "candidate_scores_rm", "decides_pairs": False, "kind": "sequence_classifier",
+      "model": "builtin:tiny-reward-deberta", "max_length": 512, "rows_truncated": EVIL}
+
+
+@pytest.mark.parametrize("record, place, value, said", [
+    *(no_number("compare.json", *place) for place in (
+        ("alignment", "aligned"), ("reference", "rows"), ("coverage", "only_reference"), ("coverage", "only_candidate"),
+        ("coverage", "duplicates_reference"), ("coverage", "duplicates_candidate"), ("disagreements", "rows"),
+        ("scores", "by_role", "chosen", "n"), ("scores", "by_role", "rejected", "n"), ("scores", "margin", "n"),
+        ("slice", "located"), ("slice", "repeated"), ("slice", "not_in_source"), ("slice", "span", 0),
+        ("slice", "span", 1), ("slice", "before_span"), ("slice", "after_span"),
+        ("slice", "inside_span_not_in_reference", "count"), ("slice", "hints_reproduce", "rows", 0),
+        ("slice", "hints_reproduce", "rows", 1))),
+    *(no_number("compare.json", *place, wanted="a number", value="x") for place in (
+        ("pairs", "fractions", "same"), ("scores", "scores", "pearson"), ("scores", "scores", "ci95", "pearson", 0),
+        ("disagreements", "tolerance"), ("parameters", "disagreement_tolerance"))),
+    no_number("compare.json", "pairs", "categories", "same", value="x"),
+    no_number("compare.json", "slice", "groups", wanted="a list", value="x"),
+    *(no_number("compare.json", *place, wanted="a mapping", value="x") for place in (
+        ("slice", "hints_reproduce"), ("pairs", "categories"), ("pairs", "messages"), ("scores", "scores"),
+        ("scores", "by_role"), ("reference", "commits"))),
+    ("compare.json", ("disagreements", "not_compared"), {EVIL: "x"},
+     f"\"{EVIL}\" as a key of its disagreements[\"not_compared\"] where 'pairs' or 'scores' belongs"),
+    *(("compare.json", ("note_facts", 0), note, f"{json.dumps(note[i])} as its note_facts[0][{i}] where {wanted} "
+       "belongs") for note, i, wanted in ((["stand_in_note", "reference", EVIL], 2, "'reference' or 'candidate'"),
+                                          (["scale_note", "x", "logit"], 1, "'rating' or 'logit'"),
+                                          (["prompt_note", EVIL, []], 1, "a whole number"))),
+    *(no_number("manifest.json", *place) for place in (
+        ("scorer", "rows_truncated"), ("stages", "candidates", "candidates_per_row", "2"), ("parameters", "limit"),
+        ("parameters", "drop_rows"), ("counts", "dropped_tie"))),
+    no_number("manifest.json", "parameters", "min_margin", wanted="a number"),
+    ("manifest.json", ("stages", "candidates", "candidates_per_row"), {"[click](javascript:alert(5))": 23},
+     '"[click](javascript:alert(5))" as a key of its stages["candidates"]["candidates_per_row"] where a number '
+     'belongs'),
+    ("manifest.json", ("scorers",), [{"name": "primary", "decides_pairs": True}, RM],
+     f'"{EVIL}" as its scorers[1]["rows_truncated"] where a whole number belongs'),
+    *(no_number("metrics.json", *place) for place in (
+        ("invariants", "sign_order_fails"), ("invariants", "candidate_scores", "rows"),
+        ("invariants", "candidate_scores", "antisymmetry_holds_among_two_candidate_rows"), ("n_excluded",),
+        ("length", "n"))),
+    no_number("metrics.json", "length", "left_out", wanted="a mapping"),
+    ("metrics.json", ("length", "left_out"), {"rows": EVIL, "first_row": 0, "column": "chosen"},
+     f'"{EVIL}" as its length["left_out"]["rows"] where a whole number belongs'),
+    no_number("metrics.json", "scale", "kind", wanted="'constant', 'rating', 'probability', 'logit' or 'unclear'"),
+])
+def test_a_record_that_holds_no_number_or_word_the_card_prints_stops_the_card_naming_the_place(
+        compared_run, tmp_path, record, place, value, said):
+    """A security review: a run folder someone sent put live HTML into the card (and 03_card's preview) through the
+    numbers it printed as recorded (compare.json's counts, the rows a scorer cut, those that break PairRM's sign
+    order), and stopped 03_card with a traceback where its records held text for a number, text for a list or a
+    mapping, or a word the card looks up (a side, a scale) that is none of its own. Each now stops where the record
+    is read, with one error naming the file and the place."""
+    run = Path(shutil.copytree(compared_run, tmp_path / "run"))
+    path = forged(run, record, place, value)
+    with pytest.raises(DataError, match="^" + re.escape(f"{path} holds {said}, not ")):
+        card_for(run)
+
+
+@pytest.mark.parametrize("place, value", [
+    (("slice", "groups", 0, "solutions", 0, "drop_from"), "end\n\n<script>alert(1)</script>\n"),
+    (("slice", "groups", 0, "solutions", 0), {"[l](javascript:alert(1))": 0, EVIL: EVIL}),
+    (("slice", "hints_reproduce", "parameters", "[l](javascript:alert(2))"), EVIL),
+    (("slice", "hints_limited"), "[l](javascript:alert(3))"),
+    (("slice", "groups", 0, "name"), f"[l](javascript:alert(4)) {EVIL}")])
+def test_text_from_a_comparison_someone_sent_never_becomes_html_or_a_link_in_the_card(compared_run, tmp_path, place,
+                                                                                      value):
+    """The slice parameters that reproduce a reference (compare.json's, each `key=value`) went into the card's
+    Reproduction section as they were: a key `[l](javascript:alert(1))` became a live link, a value that starts a
+    line with `<script>` a raw block. They show as text now, in both languages."""
+    run = Path(shutil.copytree(compared_run, tmp_path / "run"))
+    honest = json.loads((run / "compare.json").read_text())["slice"]
+    assert honest["groups"][0]["solutions"] and not honest["hints_reproduce"]["exact"]  # (each sentence is said)
+    forged(run, "compare.json", place, value)
+    body = DatasetCard.load(card_for(run)[1]).text
+    assert "## Reproduction" in body and live(body) == []
+
+
+def test_a_name_with_a_bar_stays_in_its_cell_of_the_reproduction_table(compared_run, tmp_path):
+    """GFM splits a table row's cells at each `|`, in a code span too: a split named `a|b` (compare.json's
+    `reference.split`, `candidate.split`) or a probability column so named cut their row of the Reproduction table
+    in three cells."""
+    run = Path(shutil.copytree(compared_run, tmp_path / "run"))
+    forged(run, "compare.json", ("reference", "split"), "x|y")
+    forged(run, "compare.json", ("candidate", "split"), "a|b")
+    forged(run, "compare.json", ("probabilities",), {"chosen|probs": {
+        "rows": 23, "differ": 0, "other_shape": 0, "missing": 0, "max_abs_difference": 0.0}})
+    for half, heading in zip(halves(card_for(run)[1]), ("## Reproduction", "## 复现对比")):
+        table = MarkdownIt("commonmark").enable("table").render(part(half, heading))
+        for name, names in (("x|y", ["x|y", "a|b"]), ("chosen|probs", ["chosen|probs"])):
+            rows = [re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)
+                    if re.search(f"(<code>|`){name[0]}", row)]
+            assert [(len(cells), re.findall("<code>(.*?)</code>", cells[0])) for cells in rows] == [(2, names)], rows
+
+
+def test_a_reference_found_nowhere_in_the_source_leaves_the_slice_unsaid(compared_run, tmp_path):
+    """04_compare records the slice `{"located": 0, ...}` where none of the reference's rows is in compare_source;
+    03_card stopped on it ("UndefinedError: 'dict object' has no attribute 'inside_span_not_in_reference'")."""
+    run = Path(shutil.copytree(compared_run, tmp_path / "run"))
+    source = write_rows(tmp_path / "other.jsonl", [{"prompt": f"Another prompt {i}.", "prompt_id": str(i)}
+                                                   for i in range(30)])
+    reference = str(compared_run.parent / "reference.jsonl")
+    compare.compare(build(CompareParams, {"run_dir": str(run), "reference": reference, "compare_source": source,
+                                          "bootstrap_resamples": 100}))
+    assert json.loads((run / "compare.json").read_text())["slice"]["located"] == 0
+    en, zh = halves(card_for(run)[1])
+    assert "| rows aligned (of the reference's 23) | 23 |" in en and "Slice:" not in en
+    assert "| 对齐的行数（参考数据集共 23 行） | 23 |" in zh and "切片：" not in zh
 
 
 def test_the_templates_put_no_value_between_backticks_of_their_own():

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, TypeAdapter, ValidationError
 from typing_extensions import NotRequired, TypedDict, is_typeddict
 
 from .errors import DataError
@@ -17,7 +17,8 @@ Mapping = dict[str, Any]
 Digits = Annotated[str, Field(pattern=r"^\d+$")]
 HELD = {"dict": "a mapping", "list": "a list"}
 WANTED = {"dict_type": "a mapping", "list_type": "a list", "string_type": "text", "int_type": "a whole number",
-          "float_type": "a number", "bool_type": "true or false", "string_pattern_mismatch": "a number"}
+          "float_type": "a number", "bool_type": "true or false", "string_pattern_mismatch": "a number",
+          "tuple_type": "a list"}
 
 
 def json_type(annotation: Any) -> Any:
@@ -41,6 +42,11 @@ def shape(title: str, total: bool = False, /, **fields: Any) -> Any:
     return TypedDict(title, fields, total=total)  # type: ignore[operator]
 
 
+def row(*items: Any) -> Any:
+    """A JSON list of these `items`, in this order (read as a tuple: strict validation takes a list for none)."""
+    return Annotated[tuple[items], BeforeValidator(lambda v: tuple(v) if isinstance(v, list) else v)]
+
+
 # the parameters a run records (its own and each notebook's), each of the type its schema gives it
 Parameters = shape("Parameters", **{k: json_type(field.annotation) for schema in SCHEMAS.values()
                                     for k, field in schema.model_fields.items()})
@@ -48,14 +54,16 @@ Notebook = shape("Notebook", status=str | None, error=str | None, executed=str |
 Family = TypedDict("Family", {"member": str, "name": str, "index": NotRequired[int], "grid": NotRequired[Mapping]})
 Cache = dict[str, int | list[str]]  # (cache.CacheCounts: counts, the damaged entries' names)
 # each stage's fields, and generation's record (the names differ)
-Stage = shape("Stage", error=str | None, cache=Cache, batch_tokens_used=dict[Digits, int], candidates_per_row=Mapping,
+Stage = shape("Stage", error=str | None, cache=Cache, batch_tokens_used=dict[Digits, int],
+              candidates_per_row=dict[Digits, int],
               tie_rule=str | None, **dict.fromkeys(("prompts", "prompts_computed", "prompts_resumed",
                                                     "prompts_generated"), int))
 Manifest = shape(
     "Manifest", status=str | None, project=str | None, parameters=Parameters, notebooks=dict[str, Notebook],
     outputs=dict[str, shape("Output", True, sha256=str, bytes=int)], family=Family | None,
     stages=dict[str, Stage], counts=dict[str, int | None], generation=Stage | None,
-    scorer=shape("Scorer", model=str, limits_from=dict[str, str | None], cache=Cache) | None,
+    scorer=shape("Scorer", model=str, limits_from=dict[str, str | None], cache=Cache, rows_truncated=int) | None,
+    scorers=list[shape("Scored", rows_truncated=int)],
     subject=shape("Subject", True, dataset=str | None), dataset=shape("Dataset", split=str),
     environment=shape("Environment", packages=dict[str, str | None], git=Mapping,
                       lock=shape("Lock", sha256=str | None)),
@@ -67,13 +75,50 @@ Metrics = shape(
     "Metrics", n=int, n_excluded=int, excluded_reasons=dict[str, int], score_chosen=Block, score_rejected=Block,
     margin=Block, dataset=shape("Analysed", split=str, scores_sha256=str),
     margin_sign=dict[str, dict[str, Number]], tests=dict[str, Test], effect_size=dict[str, Number],
-    correlation=dict[str, Test], bootstrap=Mapping, invariants=Mapping, agreement=Mapping,
-    length=shape("Length", n=int, margin_vs_length_difference=dict[str, Test], chosen_longer_test=dict[str, Test]),
+    correlation=dict[str, Test], bootstrap=Mapping, agreement=Mapping,
+    invariants=shape("Invariants", sign_order_fails=int, candidate_scores=shape(
+        "CandidateScores", rows=int, antisymmetry_holds_among_two_candidate_rows=int) | None),
+    length=shape("Length", n=int, margin_vs_length_difference=dict[str, Test], chosen_longer_test=dict[str, Test],
+                 left_out=shape("LeftOut", rows=int, first_row=int)),
     scale=shape("Scale", kind=Literal["constant", "rating", "probability", "logit", "unclear"]),  # (detect_scale's)
     figures=dict[str, shape("Figure", png=str, title=str)])
-Compare = shape("Compare", verdict=str, probabilities=dict[str, Mapping] | None, note_facts=list[list[Any]],
-                slice=Mapping | None, **dict.fromkeys(("reference", "candidate", "parameters", "alignment", "coverage",
-                                                        "disagreements", "pairs", "scores"), Mapping))
+# compare.json: what the card reads of it (its counts, numbers, the words it looks up: a side, a scale)
+Side = Literal["reference", "candidate"]
+Columns = list[Literal["chosen", "rejected", "score_chosen", "score_rejected"]]  # (those a side lacks, or cannot read)
+Rows = shape("Rows", count=int, ranges=list[list[int]])  # (source rows)
+Texts = shape("Texts", **dict.fromkeys(("equal", "different", "missing", "missing_reference", "missing_candidate"),
+                                        int))
+Agreement = shape("Agreement", n=int, ci95=dict[str, list[Number] | None], bland_altman=dict[str, Number],
+                  **dict.fromkeys(("pearson", "spearman", "lin_ccc", "max_abs_difference"), Number))
+NOTES = {  # the notes the card words (note_facts: [note, *its facts]), the types of their facts it reads
+    "duplicate_note": (list[row(Side, int, int, Any, Any, Any)], dict[Side, int]), "prompt_note": (int, Any),
+    "stand_in_note": (Side, Side), "scale_note": (Literal["rating", "logit"],) * 2, "columns_note": (dict[Side, Any],),
+    "ranked_note": (int, list[int], list[int]), "ties_note": (int, Any), "missing_note": (Any, Texts, int),
+    "few_rows_note": (dict[Literal["scores", "margin", "chosen", "rejected"], int], int),
+    "splits_note": (dict[Side, Any], dict[Side, Any]),
+    "pairs_note": (Any, list[row(Side, Columns, Columns, dict[str, Any])] | None)}
+Note = Annotated[Union[(*(Annotated[row(Literal[k], *facts), Tag(k)] for k, facts in NOTES.items()),
+                        Annotated[list, Tag("")])],  # (another note: one the card does not word)
+                 Discriminator(lambda v: next((k for k in NOTES if isinstance(v, list) and v[:1] == [k]), ""))]
+Slice = shape("Slice", span=list[int], inside_span_not_in_reference=Rows, groups=list[shape(
+    "Group", solutions=list[Mapping], not_in_source=int, repeated=int, dropped_by_candidate=Rows)],
+              hints_reproduce=shape("Hints", parameters=Mapping, exact=bool, rows=list[int] | None, dropped=Rows),
+              **dict.fromkeys(("located", "repeated", "not_in_source", "before_span", "after_span"), int))
+Compare = shape(
+    "Compare", verdict=str, note_facts=list[Note], slice=Slice | None,
+    **dict.fromkeys(get_args(Side), shape("Compared", specs=list[str], split=str, rows=int, commits=dict[str, str])),
+    parameters=shape("Tolerance", disagreement_tolerance=Number), alignment=shape("Alignment", aligned=int),
+    coverage=shape("Coverage", **dict.fromkeys(("only_reference", "only_candidate", "duplicates_reference",
+                                                 "duplicates_candidate"), int)),
+    disagreements=shape("Disagreements", rows=int, tolerance=Number,
+                        not_compared=dict[Literal["pairs", "scores"], Any]),
+    pairs=shape("Pairs", categories=dict[str, int], fractions=dict[str, Number], margin_sign=shape(
+        "Signs", fraction=Number) | None, reference_response=Texts | None, messages=Texts | None),
+    scores=shape("Scores", scores=Agreement, margin=Agreement, by_role=dict[str, Agreement],
+                 lacking=list[row(Side, Columns, Any, dict[str, Any])],
+                 **dict.fromkeys(("values", "excluded_nonfinite", "nonfinite_on_both_sides"), int)),
+    probabilities=dict[str, shape("Probabilities", max_abs_difference=Number, **dict.fromkeys(
+        ("differ", "rows", "other_shape", "missing", "other_candidates", "other_order"), int))] | None)
 Selfcheck = TypedDict("Selfcheck", {
     "tool": Literal["repro selfcheck"], "when": NotRequired[str], "models": NotRequired[dict[str, Mapping]],
     "settings": NotRequired[Mapping], "environment": NotRequired[shape("Checked", packages=dict[str, str | None])],
