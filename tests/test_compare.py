@@ -371,7 +371,8 @@ def test_a_published_folder_and_a_run_someone_sent_never_put_html_or_links_in_th
     duplicated prompt_id so named, compared with a run folder someone sent whose manifest records that text as a
     reason its construction dropped rows (`dropped_<...>`) and as its `limit`: the verdict's slice sentence
     (04_compare's output, compare.json's `verdict`) held the reason and the limit as they were, and the card the limit;
-    JupyterLab ran the <img>. Now they show as text, and nothing of them is a link."""
+    JupyterLab ran the <img>. Now the reason shows as text, nothing of it is a link, and text as a limit is refused
+    where the manifest is read (no run's record)."""
     evil = "<img src=x onerror=alert(1)> ` [x](javascript:alert(1))"
     rows = [r for i, r in enumerate(copy.deepcopy(published["rows"])) if i not in (5, 6)]  # the two it dropped
     for r in (reference := copy.deepcopy(rows)):
@@ -387,17 +388,19 @@ def test_a_published_folder_and_a_run_someone_sent_never_put_html_or_links_in_th
     source = pa.table({k: [r[k] for r in published["rows"]] for k in ("prompt_id", "prompt")})
     markdown = MarkdownIt().enable("table")
     markdown.validateLink = lambda url: True  # (markdown-it drops javascript: links itself; JupyterLab's marked not)
-    for said, limit in ((f"([5:7]; {evil}: 2)", None), (f"kept only its first {evil} rows (limit)", evil)):
-        m.update(parameters={**recipe, "limit": limit})
-        result = compare.compare_datasets(str(folder), str(run.root), params(tmp_path, reference="x"), source,
-                                          compare._hints(str(run.root)))[0]
-        for shown in (result["verdict"], *card_sections(result)):  # (and the card's Reproduction section)
-            tokens = [t for token in markdown.parse(shown) for t in [token, *(token.children or [])]]
-            assert html_elements(shown) == [] and not [t for t in tokens if t.type in ("link_open", "image")], shown
-        text = shown_text(result["verdict"])
-        assert said in text and f"local:{name}: " in text and f", {evil}). Scores cannot be compared" in text
-        assert "with <img src=x onerr…)" in text  # (the duplicated prompt_id, cut)
-    assert f"kept only its first {evil} rows" in shown_text(card_sections(result)[0])
+    result = compare.compare_datasets(str(folder), str(run.root), params(tmp_path, reference="x"), source,
+                                      compare._hints(str(run.root)))[0]
+    for shown in (result["verdict"], *card_sections(result)):  # (and the card's Reproduction section)
+        tokens = [t for token in markdown.parse(shown) for t in [token, *(token.children or [])]]
+        assert html_elements(shown) == [] and not [t for t in tokens if t.type in ("link_open", "image")], shown
+    text = shown_text(result["verdict"])
+    assert f"([5:7]; {evil}: 2)" in text and f"local:{name}: " in text
+    assert f", {evil}). Scores cannot be compared" in text and "with <img src=x onerr…)" in text  # (prompt_id, cut)
+    # text as its limit: not a run's record (repro.records), refused naming the file and the place
+    m.update(parameters={**recipe, "limit": evil})
+    with pytest.raises(DataError, match=re.escape(f'{run.manifest} holds "<img src=x onerror=alert(1)> ` [x](j... as '
+                                                  'its parameters["limit"] where a whole number belongs')):
+        compare._hints(str(run.root))
 
 
 def test_outputs_are_written_and_recorded(compared):
