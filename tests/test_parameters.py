@@ -479,6 +479,19 @@ def test_text_keeping_its_own_code_spans_escapes_only_outside_them():
     assert shown_text(shown) == "a `<img src=x onerror=alert(1)>`" and html_elements(shown) == []
 
 
+def test_dollar_signs_in_text_are_shown_as_written_not_typeset_as_math():
+    """A run folder `runs2 $5 & $10` or a model folder `rm_$5_$10`: JupyterLab (MathJax) and the Hub typeset what two
+    `$` enclose, so the card's title showed "runs2 5 &amp; 10" half as broken math. Every `$` outside code spans is
+    escaped (`\\$`, which Markdown shows as `$` and no math reads), a verdict's own `\\$` not twice."""
+    for shown, raw in ((parameters.one_line("runs2 $5 & $10"), "runs2 $5 & $10"),
+                       (parameters.one_line("rm_$5 `x$` $10", spans=True), "rm_$5 x$ $10"),
+                       (parameters.one_line(str(parameters.one_line("pub_$5_$10 &")) + " **b**", markdown=True),
+                        "pub_$5_$10 & b"),  # (a verdict stored escaped, then one of an older repro, as written)
+                       (parameters.one_line("pub_$5_$10 **b**", markdown=True), "pub_$5_$10 b")):
+        outside = re.sub(r"`[^`]*`", "", shown)
+        assert not re.search(r"(?<!\\)\$", outside) and shown_text(shown) == raw, shown
+
+
 def test_yaml_anchors_and_merge_keys_share_values_between_bundles(tmp_path):
     """`<<: *anchor` (YAML's merge key) was refused as "not valid YAML"; a key the merge gives and the mapping sets
     again is the mapping's (YAML's rule), while a key set twice by hand is still refused."""

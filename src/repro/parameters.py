@@ -185,16 +185,17 @@ class Shown(str):
 
 def one_line(text: Any, spans: bool = False, markdown: bool = False) -> str:
     """Text from the data, the user or a record in Markdown's prose (the card's, a notebook's): its HTML (<, >, &),
-    links and images (`](`) and backticks (which would pair with a code span's after it; `spans`: left to make its
-    own, where no value's span follows) shown as text, on one line. `markdown`: a paragraph of Markdown a record
-    holds (a member's verdict), its bold, entities and code spans kept, its HTML (a `<` that starts a tag) and links
-    (`](`, a definition's `]:`) shown as text."""
+    links and images (`](`), `$` (two enclose math to JupyterLab and the Hub) and backticks (which would pair with a
+    code span's after it; `spans`: left to make its own, where no value's span follows) shown as text, on one line.
+    `markdown`: a paragraph of Markdown a record holds (a member's verdict), its bold, entities and code spans kept,
+    its HTML (a `<` that starts a tag), links (`](`, a definition's `]:`) and `$` shown as text."""
     if isinstance(text, Shown):
         return text
     def escaped(part: str) -> str:
         if markdown:
-            return re.sub("<(?=[a-zA-Z/!?])", "&lt;", part).replace("](", "]\\(").replace("]:", "]\\:")
-        part = html.escape(part, quote=False).replace("](", "]\\(")
+            return re.sub(r"<(?=[a-zA-Z/!?])|(?<!\\)\$", lambda m: "&lt;" if m[0] == "<" else "\\$", part).replace(
+                "](", "]\\(").replace("]:", "]\\:")
+        part = html.escape(part, quote=False).replace("](", "]\\(").replace("$", "\\$")
         return part if spans else part.replace("`", "&#96;")
     raw, pieces, last = str(text), [], 0
     for span in CODE_SPAN_RE.finditer(raw) if spans or markdown else ():  # (its own spans show what they hold as it is)
