@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Sequence, TextIO
 from .cache import CacheCounts, RowCache, cached_chunk_fn
 from .errors import DataError, ModelLoadError, ReproError, counted, listed, notice
 from .paths import STAND_IN_MARKER, unreadable_stand_in
-from .records import FINGERPRINT, NOTE
+from .records import FINGERPRINT, NOTE, holds
 
 FINGERPRINT_FILE = "fingerprint.json"
 CHUNK_GLOB = "chunk-*.json"
@@ -109,7 +109,7 @@ def fingerprint_on_disk(work_dir: Path) -> dict[str, Any] | str | None:
         return None
     except ValueError:  # (not JSON, not UTF-8)
         return "damaged"
-    return found if FINGERPRINT.validator.isinstance_python(found, strict=True) else "damaged"
+    return found if holds(FINGERPRINT, found) else "damaged"
 
 
 def digest_on_disk(work_dir: Path) -> str | None:
@@ -184,7 +184,7 @@ def read_note(work_dir: str | Path, index: int, what: str = "made_with") -> Any:
     the shape repro writes it in (records.Note: the budgets of a damaged one are not known)."""
     with contextlib.suppress(OSError, ValueError):
         kept = json.loads(note_path(Path(work_dir), index).read_text(encoding="utf-8"))
-        if NOTE.validator.isinstance_python(kept, strict=True):
+        if holds(NOTE, kept):
             return kept.get(what) if "rows_from_cache" in kept else kept if what == "made_with" else None
     return None
 

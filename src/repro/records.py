@@ -151,6 +151,11 @@ def read_record(path: Path, shape: TypeAdapter, fix: str, missing: Any = None) -
     return checked(path, data, shape, fix)
 
 
+def holds(shape: TypeAdapter, data: Any) -> bool:
+    """Whether `data` has the `shape` repro writes its record in (where a damaged one is not an error: set aside)."""
+    return shape.validator.isinstance_python(data, strict=True)
+
+
 def checked(path: Path, data: Any, shape: TypeAdapter, fix: str) -> Any:
     """`data`, read from the record `path`, where it has the `shape` repro writes it in; else a DataError naming the
     file and the first place in it that is not so, then saying `fix` (what the record is not, what to do)."""

@@ -24,7 +24,7 @@ from ..manifest import LAST_RUN, Manifest, now
 from ..parameters import FamilyViewParams, code_span, one_line
 from ..exporters import seed_view
 from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir, project_root
-from ..records import COMPARE, COMPARE_FIX, FAMILY_VIEW, METRICS, METRICS_FIX, read_record
+from ..records import COMPARE, COMPARE_FIX, FAMILY_VIEW, METRICS, METRICS_FIX, holds, read_record
 from ..sources import load_source
 from ..subject import hold
 from . import plots, prose
@@ -84,7 +84,7 @@ def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
 def complete_before(root: Path) -> set[str]:
     """The members the family's last view (its family.json) found complete, or missing; none if it has none."""
     with contextlib.suppress(OSError, ValueError):  # none yet, or not the view's (records.FamilyView)
-        if FAMILY_VIEW.validator.isinstance_python(view := json.loads((root / FAMILY_JSON).read_text()), strict=True):
+        if holds(FAMILY_VIEW, view := json.loads((root / FAMILY_JSON).read_text())):
             return {m["member"] for m in view["members"] if m["status"] in ("complete", MISSING)}
     return set()
 
