@@ -411,10 +411,12 @@ def main(args: argparse.Namespace) -> int:
     check_run_root(family.root, family.given_as, default := not (args.out or values.get("run_dir")), unread=True)
     members = [family.member(args.member)] if args.member else family.members
     why = {m.name: why_run_again(m) for m in members}  # (hashed once: the outputs of a complete run can be large)
-    if not (args.member or any(why.values())) and view_current(family):  # (as a run's: before its folder is checked)
-        print(f"repro run: family {family.name}: nothing to do: every member and the family view are complete, of "
-              f"these parameters, {read_parts(*(m.fingerprint for m in family.members))}code and packages -> "
-              f"{family.root}")
+    # (as a run's: before its folder is checked; a member alone makes no view, and is not run again even with --force)
+    if not any(why.values()) and (args.member or view_current(family)):
+        done, where = ((f"{members[0].name} is", members[0].run_dir) if args.member else
+                       ("every member and the family view are", family.root))
+        print(f"repro run: family {family.name}: nothing to do: {done} complete, of these parameters, "
+              f"{read_parts(*(m.fingerprint for m in members))}code and packages -> {where}")
         return 0
     check_run_root(family.root, family.given_as, default)  # (with nothing to do, it need not be writable)
     if (code := prepare(args, params_file, family, members, why)) is not None:
