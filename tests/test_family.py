@@ -1921,6 +1921,26 @@ def test_a_complete_member_alone_in_a_folder_one_cannot_write_has_nothing_to_do_
     assert {p: p.stat().st_mtime_ns for p in [root, *root.rglob("*")]} == written
 
 
+def test_a_familys_checks_ask_git_about_the_checkout_once(tmp_path, monkeypatch, capsys):
+    # each member's checks ran `git rev-parse HEAD` for whether git refuses the checkout (one process a member: 12 for
+    # params/siblings.yaml), to say one line for every member
+    real_run, asked = subprocess.run, []
+
+    def run(command, *args, **kwargs):  # git refusing the checkout, as for a checkout another user owns
+        if command[:2] != ["git", "rev-parse"]:
+            return real_run(command, *args, **kwargs)
+        asked.append(command)
+        return subprocess.CompletedProcess(command, 128, "", "fatal: detected dubious ownership in repository at "
+                                           f"'{ROOT}'\n\tgit config --global --add safe.directory {ROOT}\n")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    grid = ["run", str(DEMO), "--set", "mini_count=3", "--out", str(tmp_path / "f"), "--grid", "mini_index=0,1,2"]
+    assert main([*grid, "--check"]) == 0 and len(asked) == 1
+    assert [line for line in capsys.readouterr().out.splitlines() if "checkout" in line] == [
+        f"  NOTE     checkout (every member): git refuses the checkout at {ROOT} as owned by another user, so the run "
+        f"records no commit (its card says commit unknown): `git config --global --add safe.directory {ROOT}` lets it"]
+
+
 def test_rows_the_row_cache_gave_an_interrupted_call_count_as_from_the_cache_in_the_family_table():
     # a member resumed after an interruption: the card counts the rows the row cache gave the interrupted call as
     # from the cache; the family table counted them as taken back from the member's own work/
