@@ -549,7 +549,7 @@ def test_members_an_older_repro_named_without_their_letters_keep_their_folders(t
     assert main([*command, "pretty_name=Straße,Café", "--member", "pretty_name-Caf"]) == 130
     assert main([*command, "pretty_name=Straße,Café", "--member", "0"]) == 0 and ran == [root / "pretty_name-Caf"]
     out = capsys.readouterr().out
-    assert "no longer in the grid" not in out and "pretty_name-Stra-e is complete with the same parameters" in out
+    assert "no longer in the grid" not in out and "nothing to do: pretty_name-Stra-e is complete" in out
     assert Manifest(RunDir(root)).read()["members"] == old
     # by its name now, as `--check` of a fresh project would list it (it was refused: "not a member of family demo")
     assert main([*command, "pretty_name=Straße,Café", "--member", "pretty_name-Café"]) == 130
@@ -1890,6 +1890,55 @@ def test_a_complete_family_in_a_folder_one_cannot_write_has_nothing_to_do_and_wo
     # a member left to run there could not be: refused, saying why
     assert main([*grid, "mini_index=0,1,2", "--check"]) == 2 and len(ran) == 3
     assert f"--out {root} cannot be written ({root} is read-only, or not yours)" in capsys.readouterr().err
+
+
+def test_a_complete_member_alone_in_a_folder_one_cannot_write_has_nothing_to_do_and_one_left_is_refused(
+        tmp_path, monkeypatch, capsys):
+    # a Slurm array task run again over a shared, finished family (`--member 1`): refused ("--out ... cannot be
+    # written", exit 2) before it looked at the member, though the whole family there had nothing to do
+    ran = []
+    monkeypatch.setattr(family_cli, "ensure_kernel", lambda name=None: name)
+    monkeypatch.setattr(family_cli, "run_notebooks", completes(ran))
+    root = tmp_path / "f"
+    grid = ["run", str(DEMO), "--set", "mini_count=4", "--out", str(root), "--grid"]
+    assert main([*grid, "mini_index=0,1"]) == 0 and ran == ["mini_index-0", "mini_index-1", "f"]
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).is_relative_to(root) and
+                        mode == os.W_OK else real_access(p, mode, **kw))  # (root writes everywhere)
+    written = {p: p.stat().st_mtime_ns for p in [root, *root.rglob("*")]}
+    capsys.readouterr()
+    # (a grid grown since: the member is complete all the same; --force runs no complete member again either)
+    for given in (["mini_index=0,1", "--check"], ["mini_index=0,1"], ["mini_index=0,1", "--force"],
+                  ["mini_index=0,1,2"]):
+        assert main([*grid, *given, "--member", "mini_index-1"]) == 0 and len(ran) == 3
+        assert (f"family demo: nothing to do: mini_index-1 is complete, of these parameters, code and packages -> "
+                f"{root / 'mini_index-1'}") in capsys.readouterr().out
+    assert {p: p.stat().st_mtime_ns for p in [root, *root.rglob("*")]} == written
+    # a member left to run there could not be: refused, saying why, run or --check
+    for check in (["--check"], []):
+        assert main([*grid, "mini_index=0,1,2", "--member", "mini_index-2", *check]) == 2 and len(ran) == 3
+        assert f"--out {root} cannot be written ({root} is read-only, or not yours)" in capsys.readouterr().err
+    assert {p: p.stat().st_mtime_ns for p in [root, *root.rglob("*")]} == written
+
+
+def test_a_familys_checks_ask_git_about_the_checkout_once(tmp_path, monkeypatch, capsys):
+    # each member's checks ran `git rev-parse HEAD` for whether git refuses the checkout (one process a member: 12 for
+    # params/siblings.yaml), to say one line for every member
+    real_run, asked = subprocess.run, []
+
+    def run(command, *args, **kwargs):  # git refusing the checkout, as for a checkout another user owns
+        if command[:2] != ["git", "rev-parse"]:
+            return real_run(command, *args, **kwargs)
+        asked.append(command)
+        return subprocess.CompletedProcess(command, 128, "", "fatal: detected dubious ownership in repository at "
+                                           f"'{ROOT}'\n\tgit config --global --add safe.directory {ROOT}\n")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    grid = ["run", str(DEMO), "--set", "mini_count=3", "--out", str(tmp_path / "f"), "--grid", "mini_index=0,1,2"]
+    assert main([*grid, "--check"]) == 0 and len(asked) == 1
+    assert [line for line in capsys.readouterr().out.splitlines() if "checkout" in line] == [
+        f"  NOTE     checkout (every member): git refuses the checkout at {ROOT} as owned by another user, so the run "
+        f"records no commit (its card says commit unknown): `git config --global --add safe.directory {ROOT}` lets it"]
 
 
 def test_rows_the_row_cache_gave_an_interrupted_call_count_as_from_the_cache_in_the_family_table():

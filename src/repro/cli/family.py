@@ -24,7 +24,7 @@ from ..jobs import fingerprint_of
 from ..manifest import Manifest, ended as run_ended, now, stopped_by
 from ..paths import FAMILY_LOGS, RunDir, absolute_caches, find_params, wait_advice, write_problem
 from ..revisions import run_fingerprint
-from .preflight import Check, preflight, require, say_notes
+from .preflight import Check, checkout_checks, preflight, require, say_notes
 from .rerun import (busy, changed_parameters, executed, kept_to_continue, kind_check, rebuilds, replace_run,
                     rerun_check, selfcheck_check, writing)
 from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, STOP_SIGNALS, noting_stops, say
@@ -42,9 +42,11 @@ def member_given_as(family: Family) -> str:
     return f"{family.given_as} (the family's folder)"
 
 
-def member_checks(family: Family, member: Member, force: bool, why: str) -> tuple[list[Check], dict[str, Any]]:
-    """What one member needs before it runs (its run directory, then the machine; `why`: why it runs again), and the
-    changed parameters that replace its run (with 01_construct among its notebooks)."""
+def member_checks(family: Family, member: Member, force: bool, why: str,
+                  checkout: list[Check]) -> tuple[list[Check], dict[str, Any]]:
+    """What one member needs before it runs (its run directory, then the machine; `why`: why it runs again;
+    `checkout`: git's word on the checkout, asked once for every member), and the changed parameters that replace its
+    run (with 01_construct among its notebooks)."""
     resolved, run, given_as = member.resolved, RunDir(member.run_dir), member_given_as(family)
     changed = changed_parameters(run, resolved)
     advice = f"give the family another {family.given_as} (its members go into its folder, by name)"
@@ -55,7 +57,7 @@ def member_checks(family: Family, member: Member, force: bool, why: str) -> tupl
         rerun_check(run, changed, force, given_as, resolved, why, member=True)]
     # (the self-check's line, alike in every member, `grouped` says once)
     checks += selfcheck_check(run, member.values.get("selfcheck"), executed(resolved["notebooks"], why, force))
-    return [*checks, *preflight(resolved, run.root)], changed if rebuilds(resolved["notebooks"]) else {}
+    return [*checks, *preflight(resolved, run.root, None, checkout)], changed if rebuilds(resolved["notebooks"]) else {}
 
 
 def grouped(per_member: dict[str, list[Check]]) -> list[Check]:
@@ -137,7 +139,8 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
     what replaced members left."""
     family.busy = {m.name: w for m in members if why[m.name] and (w := RunDir(m.run_dir).writer())}
     pending = [m for m in members if why[m.name] and m.name not in family.busy]
-    found = {m.name: member_checks(family, m, args.force, why[m.name]) for m in pending}
+    checkout = checkout_checks() if pending else []  # (one git process, not one a member)
+    found = {m.name: member_checks(family, m, args.force, why[m.name], checkout) for m in pending}
     checks = grouped({name: checks for name, (checks, _) in found.items()})
     checks[:0] = kind_check(RunDir(family.root), [FAMILY_NOTEBOOK], family.given_as) or plan_check(family, args.force)
     view = []  # (a member alone runs beside the others, and makes no family view)
@@ -191,7 +194,8 @@ def run_elsewhere(family: Family, member: Member, now: bool = True, file: Any = 
 
 def checked_at_its_turn(family: Family, member: Member, force: bool) -> bool:
     """Whether a member busy at the family's checks passes them at its turn (its run then replaced as by prepare)."""
-    checks, changed = member_checks(family, member, force, why_run_again(member))
+    # (its refusals alone are said here, no note: git is not asked about the checkout again)
+    checks, changed = member_checks(family, member, force, why_run_again(member), [])
     if refused := [f"{c.what}: {c.detail}" for c in checks if not c.ok]:
         print(f"repro run: family {family.name}: {member.name}, free at its turn, is not run: {'; '.join(refused)}",
               file=sys.stderr)
@@ -411,10 +415,12 @@ def main(args: argparse.Namespace) -> int:
     check_run_root(family.root, family.given_as, default := not (args.out or values.get("run_dir")), unread=True)
     members = [family.member(args.member)] if args.member else family.members
     why = {m.name: why_run_again(m) for m in members}  # (hashed once: the outputs of a complete run can be large)
-    if not (args.member or any(why.values())) and view_current(family):  # (as a run's: before its folder is checked)
-        print(f"repro run: family {family.name}: nothing to do: every member and the family view are complete, of "
-              f"these parameters, {read_parts(*(m.fingerprint for m in family.members))}code and packages -> "
-              f"{family.root}")
+    # (as a run's: before its folder is checked; a member alone makes no view, and is not run again even with --force)
+    if not any(why.values()) and (args.member or view_current(family)):
+        done, where = ((f"{members[0].name} is", members[0].run_dir) if args.member else
+                       ("every member and the family view are", family.root))
+        print(f"repro run: family {family.name}: nothing to do: {done} complete, of these parameters, "
+              f"{read_parts(*(m.fingerprint for m in members))}code and packages -> {where}")
         return 0
     check_run_root(family.root, family.given_as, default)  # (with nothing to do, it need not be writable)
     if (code := prepare(args, params_file, family, members, why)) is not None:

@@ -419,10 +419,13 @@ def cache_checks(values: dict[str, Any], download: int) -> list[Check]:
     return checks
 
 
-def preflight(values: dict[str, Any], run_root: Path, params_file: Path | None = None) -> list[Check]:
-    """Every check, in the order one fixes them: machine, packages, inputs, caches, disk (params_file: the one run)."""
+def preflight(values: dict[str, Any], run_root: Path, params_file: Path | None = None,
+              checkout: list[Check] | None = None) -> list[Check]:
+    """Every check, in the order one fixes them: machine, packages, inputs, caches, disk (params_file: the one run;
+    `checkout`: checkout_checks() where the caller asked git already, as a family does once for all its members)."""
     inputs, download = input_checks(values, params_file)
-    return [*device_checks(values), *process_checks(values), *remote_code_checks(values), *checkout_checks(),
+    return [*device_checks(values), *process_checks(values), *remote_code_checks(values),
+            *(checkout_checks() if checkout is None else checkout),
             *package_checks(values), *combination_checks(values), *revision_checks(values), *inputs,
             *run_dataset_checks(values, run_root),
             *publish_checks(values), *cache_checks(values, download), disk_check(values, run_root, download)]
