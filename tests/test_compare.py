@@ -29,6 +29,7 @@ from repro.manifest import Manifest, sha256_file
 from repro.construct.pairs import build_row
 from repro.parameters import CompareParams, ConstructParams, build
 from repro.paths import RunDir
+from repro.records import CARD_COMPARE, COMPARE_FIX, checked
 from repro.slicing import plan_slice
 from repro.sources import demo_path
 from repro.subject import mark_scorer
@@ -1289,11 +1290,13 @@ def test_card_section_in_both_languages(compared):
 
 
 def card_sections(result: dict) -> tuple[str, str]:
-    """The Reproduction section of a card with this compare.json, in English and in Chinese."""
+    """The Reproduction section of a card with this compare.json (one the card reads: records.COMPARE's shape), in
+    English and in Chinese."""
     from repro.card import CardFacts, render_section
 
+    comparison = checked(Path("compare.json"), json.loads(json.dumps(result)), CARD_COMPARE, COMPARE_FIX)
     facts = CardFacts(run=RunDir("x"), title="t", features=None, splits=[], built_here=True, license="mit",
-                      language=["en"], comparison=json.loads(json.dumps(result)))
+                      language=["en"], comparison=comparison)
     return render_section(facts, "reproduction", "en"), render_section(facts, "reproduction", "zh")
 
 
