@@ -43,13 +43,17 @@ def shape(title: str, total: bool = False, /, **fields: Any) -> Any:
     return TypedDict(title, fields, total=total)  # type: ignore[operator]
 
 
-def when(key: str, title: str, held: dict[str, Any], /, **fields: Any) -> Any:
-    """A mapping of these `fields` that also holds each of `held` where its `key` is true (a block compared, a slice
-    located): read only then."""
-    tag = f"{key}: true"  # (no key of the mapping: `wrong` names the keys the error's place holds)
-    return Annotated[Union[Annotated[shape(title, **fields, **{k: Required[v] for k, v in held.items()}), Tag(tag)],
-                           Annotated[shape(title, **fields), Tag("")]],
-                     Discriminator(lambda v: tag if isinstance(v, dict) and v.get(key) else "")]
+def when(key: str, title: str, held: dict[Any, dict[str, Any]], /, **fields: Any) -> Any:
+    """A mapping of these `fields` that also holds, where its `key` holds one of `held`'s values (True: any true value,
+    as its readers test it), the keys `held` gives that value: read only then (a block compared, a slice located, the
+    facts of a cause)."""
+    def tag(value: Any) -> str:  # (no key of the mapping: `wrong` names the keys the error's place holds)
+        found = value.get(key) if isinstance(value, dict) else None
+        found = bool(found) if True in held else found
+        return f"{key}: {found}" if isinstance(found, (bool, str)) and found in held else ""
+    return Annotated[Union[(*(Annotated[shape(title, **fields, **{k: Required[v] for k, v in keys.items()}),
+                                        Tag(f"{key}: {value}")] for value, keys in held.items()),
+                            Annotated[shape(title, **fields), Tag("")])], Discriminator(tag)]
 
 
 def lenient(annotation: Any) -> Any:
@@ -95,16 +99,26 @@ Manifest = shape(
 
 Test = shape("Test", statistic=Number, pvalue=Number, spearman=Number, positive=int, negative=int)
 Block = dict[str, Number | list[Number]]  # (a score's or the margin's statistics)
+Count = shape("Count", True, count=int, fraction=Number)
+# metrics.json: the keys the card reads without a default required (02_analyze writes each in every record: a
+# length's facts of why it was not measured where that is their `cause`)
 Metrics = shape(
-    "Metrics", n=int, n_excluded=int, excluded_reasons=dict[str, int], score_chosen=Block, score_rejected=Block,
-    margin=Block, dataset=shape("Analysed", split=str, scores_sha256=str),
+    "Metrics", n=Required[int], n_excluded=int, excluded_reasons=dict[str, int], score_chosen=Block,
+    score_rejected=Block, margin=Block, dataset=shape("Analysed", split=str, scores_sha256=str),
     margin_sign=dict[str, dict[str, Number]], tests=dict[str, Test], effect_size=dict[str, Number],
-    correlation=dict[str, Test], bootstrap=Mapping, agreement=Mapping,
+    correlation=dict[str, Test], bootstrap=Mapping,
+    agreement=shape("Agreement", primary=str | None, pairs=list[shape(  # (several scorers': each pair of them)
+        "ScorerPair", True, scorers=row(str, str), rows=int, same_chosen=Count, same_rejected=Count,
+        kendall_tau=shape("Tau", True, mean=Number, median=Number, undefined=int),
+        margin_correlation=shape("Margins", pearson=Test, spearman=Test))]),
     invariants=shape("Invariants", sign_order_fails=int, candidate_scores=shape(
         "CandidateScores", rows=int, antisymmetry_holds_among_two_candidate_rows=int) | None),
-    length=shape("Length", n=int, margin_vs_length_difference=dict[str, Test], chosen_longer_test=dict[str, Test],
-                 left_out=shape("LeftOut", rows=int, first_row=int)),
-    scale=shape("Scale", kind=Literal["constant", "rating", "probability", "logit", "unclear"]),  # (detect_scale's)
+    length=when("cause", "Length", {"no_column": dict(columns=list[str]), "not_text": dict(column=str, type=str)},
+                n=int, margin_vs_length_difference=dict[str, shape("Rho", True, spearman=Number, pvalue=Number)],
+                chosen_longer_test=dict[str, shape("SignTest", True, positive=int, negative=int, pvalue=Number)],
+                left_out=shape("LeftOut", True, rows=int, first_row=int, column=str)),
+    scale=shape("Scale", True, kind=Literal["constant", "rating", "probability", "logit", "unclear"],
+                grid_step=Number, grid_fraction=Number, distinct_values=int, min=Number, max=Number),  # detect_scale
     figures=dict[str, shape("Figure", png=str, title=str)])
 # compare.json: what the card reads of it (its counts, numbers, the words it looks up: a side, a scale), the keys it
 # reads without a default required (04_compare writes each in every record: `when` the key that says so is true)
@@ -128,25 +142,24 @@ Note = Annotated[Union[(*(Annotated[row(Literal[k], *facts), Tag(k)] for k, fact
                         Annotated[list, Tag("")])],  # (another note: one the card does not word)
                  Discriminator(lambda v: next((k for k in NOTES if isinstance(v, list) and v[:1] == [k]), ""))]
 PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
-Pairs = when("available", "Pairs", dict(categories=shape("Categories", **dict.fromkeys(PAIR_CATEGORIES, Required[int]),
-                                                         reranked=int),
-                                        fractions=shape("Fractions", True, **dict.fromkeys(PAIR_CATEGORIES, Number),
-                                                        reranked=Number)),
+Pairs = when("available", "Pairs", {True: dict(
+    categories=shape("Categories", **dict.fromkeys(PAIR_CATEGORIES, Required[int]), reranked=int),
+    fractions=shape("Fractions", True, **dict.fromkeys(PAIR_CATEGORIES, Number), reranked=Number))},
              margin_sign=shape("Signs", True, fraction=Number) | None, reference_response=Texts | None,
              messages=Texts | None)
 Role = shape("Role", True, n=int, pearson=Number)
-Scores = when("available", "Scores", dict(
+Scores = when("available", "Scores", {True: dict(
     scores=Statistics, margin=shape("Margin", n=Required[int], pearson=Number, ci95=Intervals),
-    by_role=shape("ByRole", True, chosen=Role, rejected=Role)),
+    by_role=shape("ByRole", True, chosen=Role, rejected=Role))},
               lacking=list[row(Side, Columns, Any, dict[str, Any])],
               **dict.fromkeys(("values", "excluded_nonfinite", "nonfinite_on_both_sides"), int))
-Slice = when("located", "Slice", dict(
+Slice = when("located", "Slice", {True: dict(
     span=list[int], inside_span_not_in_reference=Rows, groups=list[shape(
         "Group", name=Required[str], solutions=Required[list[Mapping]], not_in_source=int, repeated=int,
-        dropped_by_candidate=Rows)], **dict.fromkeys(("located", "before_span", "after_span"), int)),
+        dropped_by_candidate=Rows)], **dict.fromkeys(("before_span", "after_span"), int))},
              hints_reproduce=shape("Hints", True, parameters=Mapping, exact=bool, rows=list[int] | None,
                                    dropped=NotRequired[Rows]),
-             **dict.fromkeys(("repeated", "not_in_source"), int))
+             **dict.fromkeys(("located", "repeated", "not_in_source"), int))
 Compare = shape(
     "Compare", verdict=str, note_facts=list[Note], slice=Slice | None,
     reference=Required[shape("Reference", True, specs=list[str], split=str, rows=int,
