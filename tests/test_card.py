@@ -1378,14 +1378,14 @@ def test_the_chinese_half_joins_its_lists_and_clauses_with_its_own_marks(tmp_pat
     assert re.search(r"%（\d+ 对中的 \d+ 对，字符，符号检验 p = ", bias_zh) and " (" not in bias_zh
 
 
-def test_gather_facts_reads_what_the_run_recorded(tmp_path):
+def test_gather_facts_reads_what_the_run_recorded(tmp_path, compared_run):
     make_run(tmp_path / "run", stand_in=False)
     manifest_path = tmp_path / "run" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     manifest["selfcheck"] = {"verdict": "PASS", "device": "cuda", "model": "llm-blender/PairRM"}
     manifest["scorers"] = [{"name": "primary", "column": "candidate_scores", "decides_pairs": True}]
     manifest_path.write_text(json.dumps(manifest))
-    comparison = {"reference": {"specs": ["owner/name"], "rows": 3}}
+    comparison = json.loads((compared_run / "compare.json").read_text())  # (what 04_compare writes)
     (tmp_path / "run" / "compare.json").write_text(json.dumps(comparison))
     facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
     assert facts.selfcheck == manifest["selfcheck"] and facts.scorers == manifest["scorers"]
@@ -3768,6 +3768,73 @@ def test_a_record_that_holds_no_number_or_word_the_card_prints_stops_the_card_na
     run = Path(shutil.copytree(compared_run, tmp_path / "run"))
     path = forged(run, record, place, value)
     with pytest.raises(DataError, match="^" + re.escape(f"{path} holds {said}, not ")):
+        card_for(run)
+
+
+def without(run: Path, record: str, place: tuple) -> Path:
+    """`run`'s `record` (a file in it) with the key at `place` (its keys and indices) left out."""
+    path = run / record
+    data = json.loads(path.read_text())
+    tree = data
+    for key in place[:-1]:
+        tree = tree[key]
+    del tree[place[-1]]
+    path.write_text(json.dumps(data))
+    return path
+
+
+PROBABILITY = {"probability": {"rows": 3, "differ": 1, "other_shape": 0, "missing": 0, "max_abs_difference": 0.5}}
+# the keys the card reads where another says so: a comparison that says so (compared_run's does not)
+READ_WHERE = {("parameters",): (("probabilities",), PROBABILITY),
+              ("parameters", "disagreement_tolerance"): (("probabilities",), PROBABILITY),
+              ("coverage", "duplicates_candidate"): (("coverage", "duplicates_reference"), 2),
+              ("pairs", "fractions", "reranked"): (("pairs", "categories", "reranked"), 1)}
+
+
+@pytest.mark.parametrize("place", [
+    ("reference",), ("candidate",), ("parameters",), ("alignment",), ("coverage",), ("disagreements",), ("pairs",),
+    ("scores",), ("reference", "specs"), ("reference", "split"), ("reference", "rows"), ("candidate", "split"),
+    ("parameters", "disagreement_tolerance"), ("alignment", "aligned"), ("coverage", "only_reference"),
+    ("coverage", "only_candidate"), ("coverage", "duplicates_candidate"), ("disagreements", "rows"),
+    ("disagreements", "tolerance"), ("pairs", "categories"), ("pairs", "categories", "swapped"),
+    ("pairs", "fractions"), ("pairs", "fractions", "reranked"), ("pairs", "messages", "missing"),
+    ("pairs", "margin_sign", "fraction"), ("scores", "scores"), ("scores", "scores", "lin_ccc"),
+    ("scores", "scores", "bland_altman", "loa_high"), ("scores", "by_role"), ("scores", "by_role", "rejected"),
+    ("scores", "by_role", "chosen", "pearson"), ("scores", "margin"), ("scores", "margin", "n"), ("slice", "span"),
+    ("slice", "after_span"), ("slice", "groups"), ("slice", "groups", 0, "name"), ("slice", "groups", 0, "solutions"),
+    ("slice", "inside_span_not_in_reference", "count"), ("slice", "hints_reproduce", "exact"),
+    ("slice", "hints_reproduce", "parameters")])
+def test_a_comparison_that_lacks_a_key_the_card_reads_stops_the_card_naming_it(compared_run, tmp_path, place):
+    """compare.json's shape left each key out unchecked, and the card's Reproduction section read it: a record
+    without one stopped 03_card with "UndefinedError: 'dict object' has no attribute ..." (each key here, red before
+    records required it). 04_compare writes each in every record (the pairs' and scores' figures where it compared
+    them, the slice's where it located one); where one lacks it, 03_card now stops naming the file and the key."""
+    run = Path(shutil.copytree(compared_run, tmp_path / "run"))
+    if place in READ_WHERE:
+        forged(run, "compare.json", *READ_WHERE[place])
+    path = without(run, "compare.json", place)
+    where = "".join(f"[{json.dumps(k)}]" if i else k for i, k in enumerate(place[:-1]))
+    with pytest.raises(DataError, match="^" + re.escape(f'{path} holds no "{place[-1]}"' + f" in its {where}" * bool(
+            where) + ", not what 04_compare writes: run notebooks/04_compare.ipynb again on this run, or delete the "
+            "file.") + "$"):
+        card_for(run)
+
+
+def test_what_a_comparison_holds_only_where_it_compared_them_is_read_only_there(compared_run, tmp_path):
+    """The pairs' and scores' figures are required where compare.json says they were compared (`available`), the
+    slice's where it located one, the probabilities' where it compared a column: a record of none of them is
+    04_compare's too, and the card says what it holds."""
+    run = Path(shutil.copytree(compared_run, tmp_path / "run"))
+    for block in ("pairs", "scores"):
+        forged(run, "compare.json", (block,), {"available": False, "reason": "Not compared."})
+    forged(run, "compare.json", ("slice",), {"located": 0, "sentence": "No reference row was found in the source."})
+    forged(run, "compare.json", ("probabilities",), {})
+    en, zh = halves(card_for(run)[1])
+    assert "| rows aligned (of the reference's 23) | 23 |" in en and "Scores were not compared: not compared." in en
+    assert "same chosen and rejected" not in en and "Slice:" not in en
+    without(forged(run, "compare.json", ("probabilities",), PROBABILITY).parent, "compare.json",
+            ("probabilities", "probability", "differ"))
+    with pytest.raises(DataError, match=re.escape('holds no "differ" in its probabilities["probability"], not ')):
         card_for(run)
 
 

@@ -29,6 +29,7 @@ from repro.manifest import Manifest, sha256_file
 from repro.construct.pairs import build_row
 from repro.parameters import CompareParams, ConstructParams, build
 from repro.paths import RunDir
+from repro.records import CARD_COMPARE, COMPARE_FIX, checked
 from repro.slicing import plan_slice
 from repro.sources import demo_path
 from repro.subject import mark_scorer
@@ -338,6 +339,20 @@ def test_no_disagreement_is_said_in_a_sentence(compared):
     result = compared[0]
     none = dataclasses.replace(result, tables={"disagreements": result.tables["disagreements"].iloc[:0]})
     assert "No aligned row disagrees" in compare.disagreements(none).data  # not a table of headers only
+
+
+def test_the_summary_table_shows_the_names_in_a_reason_as_they_are(published, tmp_path):
+    # the notebook's summary table (a pandas table: no Markdown) showed the reason scores were not compared as the
+    # verdict (Markdown) escapes it: a column "a $1 | *b* _c_ <d> `e`" as "a \\$1 | *b* _c_ &lt;d&gt; &#96;e&#96;"
+    odd = "a $1 | *b* _c_ <d> `e`"
+    rows = [{**{k: v for k, v in r.items() if k != "score_chosen"}, odd: "x", "score $ chosen": r["score_chosen"]}
+            for r in published["rows"]]
+    (path := tmp_path / "reference.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = compare.compare(params(tmp_path, reference=str(path), candidate=published["candidate"])).result
+    said = compare.summary_table(result)["value"][("scores", "not compared")]
+    assert said.startswith(f"The reference lacks score_chosen (its columns: {', '.join(rows[0])}); its `score $ chosen` "
+                           f"may be `score_chosen` renamed: rename it back. Scores cannot be compared"), said
+    assert "a \\$1 | *b* _c_ &lt;d&gt; &#96;e&#96;" in result["verdict"]  # (Markdown: escaped, shown as text)
 
 
 def test_text_from_the_data_never_becomes_html_in_the_verdict(published, tmp_path):
@@ -1289,11 +1304,13 @@ def test_card_section_in_both_languages(compared):
 
 
 def card_sections(result: dict) -> tuple[str, str]:
-    """The Reproduction section of a card with this compare.json, in English and in Chinese."""
+    """The Reproduction section of a card with this compare.json (one the card reads: records.COMPARE's shape), in
+    English and in Chinese."""
     from repro.card import CardFacts, render_section
 
+    comparison = checked(Path("compare.json"), json.loads(json.dumps(result)), CARD_COMPARE, COMPARE_FIX)
     facts = CardFacts(run=RunDir("x"), title="t", features=None, splits=[], built_here=True, license="mit",
-                      language=["en"], comparison=json.loads(json.dumps(result)))
+                      language=["en"], comparison=comparison)
     return render_section(facts, "reproduction", "en"), render_section(facts, "reproduction", "zh")
 
 

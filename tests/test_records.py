@@ -10,12 +10,17 @@ import re
 import shutil
 from pathlib import Path
 
+import datasets
 import pytest
 
-from repro.card import gather_facts
+from repro.analysis.report import analyze
+from repro.card import gather_facts, render_body
 from repro.cli import main
+from repro.dataset_io import output_features, write_split
 from repro.errors import DataError
-from repro.parameters import CardParams, build
+from repro.manifest import Manifest
+from repro.parameters import AnalyzeParams, CardParams, build
+from repro.paths import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "params" / "demo.yaml"
@@ -84,6 +89,68 @@ def test_03_card_alone_stops_at_metrics_json_naming_the_place_that_is_no_number(
         edit(metrics, lambda m: m[block][name].update({key: value}))
         with pytest.raises(DataError, match=re.escape(f'{metrics} holds {held} as its {block}["{name}"]["{key}"]')):
             gather_facts(build(CardParams, {"run_dir": str(demo_run_copy)}))
+
+
+@pytest.fixture(scope="module")
+def two_scorers_run(demo_run, tmp_path_factory) -> Path:
+    """A run of the demo's rows and a second scorer's candidate scores too (the demo scorer's, each negated), with the
+    metrics.json 02_analyze writes of it: the two scorers' agreement too."""
+    run = RunDir(tmp_path_factory.mktemp("two-scorers") / "run")
+    rows = datasets.load_dataset(str(demo_run / "dataset"), split="train_prefs",
+                                 cache_dir=str(run.root.parent / "hf-cache")).to_list()
+    features = output_features(keep_all_candidates=True)
+    features["candidate_scores_rm"] = features["candidate_scores"]
+    write_split(datasets.Dataset.from_list([{**r, "candidate_scores_rm": [-s for s in r["candidate_scores"]]}
+                                            for r in rows], features=features), run.dataset)
+    Manifest(run).record("scorer", {"model": "builtin:tiny-pairrm", "stand_in": True})
+    analyze(build(AnalyzeParams, {"run_dir": str(run.root), "bootstrap_resamples": 100}))
+    return run.root
+
+
+NOT_MEASURED = {"available": False, "reason": "Not measured."}
+# the keys the card reads where another says so: a metrics.json that says so (two_scorers_run's does not)
+READ_WHERE = {("n",): (("bootstrap", "few_rows"), True),
+              ("length", "left_out", "column"): (("length", "left_out"), {"rows": 1, "first_row": 3, "column": "chosen"}),
+              ("length", "columns"): (("length",), {**NOT_MEASURED, "cause": "no_column", "columns": ["chosen"]}),
+              ("length", "type"): (("length",), {**NOT_MEASURED, "cause": "not_text", "column": "chosen", "type": "int64"})}
+
+
+@pytest.mark.parametrize("place", [
+    ("n",), ("scale", "kind"), ("scale", "grid_step"), ("scale", "grid_fraction"), ("scale", "distinct_values"),
+    ("scale", "min"), ("scale", "max"), ("length", "margin_vs_length_difference", "chars", "spearman"),
+    ("length", "margin_vs_length_difference", "tokens", "pvalue"), ("length", "chosen_longer_test", "chars", "positive"),
+    ("length", "chosen_longer_test", "tokens", "negative"), ("length", "chosen_longer_test", "chars", "pvalue"),
+    ("length", "left_out", "column"), ("length", "columns"), ("length", "type"), ("agreement", "pairs", 0, "scorers"),
+    ("agreement", "pairs", 0, "rows"), ("agreement", "pairs", 0, "same_chosen"),
+    ("agreement", "pairs", 0, "same_rejected", "fraction"), ("agreement", "pairs", 0, "kendall_tau", "undefined"),
+    ("agreement", "pairs", 0, "margin_correlation")])
+def test_a_metrics_json_lacking_a_key_the_card_reads_stops_03_card_naming_it(two_scorers_run, tmp_path, place):
+    # metrics.json's shape left each key out unchecked, and 03_card read it: a record without one stopped it with a
+    # KeyError (a length's figures by unit) or jinja2's UndefinedError (n, the scale, a length's cause, the scorers'
+    # agreement), each red before records required it. 02_analyze writes each in every record (a length's facts of a
+    # cause where that is its cause)
+    run = Path(shutil.copytree(two_scorers_run, tmp_path / "run"))
+    metrics = run / "metrics.json"
+    if place in READ_WHERE:
+        edit(metrics, lambda m: forge(m, *READ_WHERE[place]))
+    edit(metrics, lambda m: forge(m, place))
+    where = "".join(f"[{json.dumps(k)}]" if i else k for i, k in enumerate(place[:-1]))
+    said = (f'{metrics} holds no "{place[-1]}"' + f" in its {where}" * bool(where) + ", not what 02_analyze writes: "
+            "run notebooks/02_analyze.ipynb again on this run, or delete the file (a card then leaves the statistics "
+            "out).")
+    with pytest.raises(DataError) as refused:
+        render_body(gather_facts(build(CardParams, {"run_dir": str(run)})))
+    assert str(refused.value) == said
+
+
+def forge(data: dict, place: tuple, *value) -> None:
+    """`data` with `value` at `place` (its keys and indices), or without the key there where no value is given."""
+    for key in place[:-1]:
+        data = data[key]
+    if value:
+        data[place[-1]] = value[0]
+    else:
+        del data[place[-1]]
 
 
 @pytest.mark.parametrize("damage", [lambda f: [1, 2], lambda f: f["fingerprint"].update(work="x")])

@@ -25,7 +25,7 @@ from .dataset_io import SCORE_COLUMNS, SEED_COLUMNS, prompt_id_of, score_array
 from .errors import DataError, ParameterError, ReproError, counted
 from .exporters import seed_view
 from .manifest import Manifest
-from .parameters import PAIRRM_LIMITS, CompareParams, ConstructParams, build
+from .parameters import PAIRRM_LIMITS, CompareParams, ConstructParams, Shown, build
 from .paths import DATASET_DIR, RunDir, is_hub_id, run_manifest_of
 from .revisions import hub_commit
 from .slicing import plan_slice
@@ -706,6 +706,18 @@ def _said_categories(pairs: dict[str, Any]) -> dict[str, int]:
     return {k: n for k, n in pairs["categories"].items() if n or k != "reranked"}
 
 
+def as_text(facts: Any) -> Any:
+    """`facts` (of compare.json) with their text marked shown (`one_line` leaves it as it is): the prose filled in with
+    them is text, for a table (pandas shows it as it is), not Markdown (which the verdict is, escaped)."""
+    if isinstance(facts, str):
+        shown = Shown(facts)
+        shown.raw = facts
+        return shown
+    if isinstance(facts, dict):
+        return {k: as_text(v) for k, v in facts.items()}
+    return [as_text(v) for v in facts] if isinstance(facts, (list, tuple)) else facts
+
+
 def summary_table(result: dict[str, Any]) -> pd.DataFrame:
     """compare.json's main figures as one table (section, measure -> value; 95% intervals in brackets)."""
     al, cov, pairs, scores = result["alignment"], result["coverage"], result["pairs"], result["scores"]
@@ -743,7 +755,8 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
         if left_out := scores["excluded_nonfinite"] + scores.get("nonfinite_on_both_sides", 0):  # on one side or both
             rows.append(("scores", "left out: NaN, infinite or missing", str(left_out)))
     else:
-        rows.append(("scores", "no statistics" if scores.get("values") else "not compared", scores["reason"]))
+        rows.append(("scores", "no statistics" if scores.get("values") else "not compared",
+                     prose("compare", "scores_reason", as_text(scores))))  # (its names as they are: no Markdown)
     tolerance = number(result["parameters"]["disagreement_tolerance"])
     rows += [("SPPO probabilities", f"`{column}` further apart than {tolerance}",
               f"{d['differ']} of {d['rows']} rows (max |difference| {number(d['max_abs_difference'])}" + "".join(

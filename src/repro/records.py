@@ -4,10 +4,11 @@ place in it, not with a traceback from the code that reads it later."""
 
 import json
 from pathlib import Path
+from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, TypeAdapter, ValidationError
-from typing_extensions import NotRequired, TypedDict, is_typeddict
+from typing_extensions import NotRequired, Required, TypedDict, is_typeddict
 
 from .errors import DataError
 from .parameters import SCHEMAS
@@ -42,6 +43,33 @@ def shape(title: str, total: bool = False, /, **fields: Any) -> Any:
     return TypedDict(title, fields, total=total)  # type: ignore[operator]
 
 
+def when(key: str, title: str, held: dict[Any, dict[str, Any]], /, **fields: Any) -> Any:
+    """A mapping of these `fields` that also holds, where its `key` holds one of `held`'s values (True: any true value,
+    as its readers test it), the keys `held` gives that value: read only then (a block compared, a slice located, the
+    facts of a cause)."""
+    def tag(value: Any) -> str:  # (no key of the mapping: `wrong` names the keys the error's place holds)
+        found = value.get(key) if isinstance(value, dict) else None
+        found = bool(found) if True in held else found
+        return f"{key}: {found}" if isinstance(found, (bool, str)) and found in held else ""
+    return Annotated[Union[(*(Annotated[shape(title, **fields, **{k: Required[v] for k, v in keys.items()}),
+                                        Tag(f"{key}: {value}")] for value, keys in held.items()),
+                            Annotated[shape(title, **fields), Tag("")])], Discriminator(tag)]
+
+
+def lenient(annotation: Any) -> Any:
+    """`annotation` (a record's shape) with any key of its mappings left out: the types of what a reader reads that
+    requires none of the keys another does (05_family reads a comparison's verdict, the card its figures)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if is_typeddict(annotation):
+        return shape(annotation.__name__, **{k: lenient(get_args(v)[0] if get_origin(v) in (Required, NotRequired)
+                                                        else v) for k, v in annotation.__annotations__.items()})
+    if origin is Annotated:
+        return Annotated[(lenient(args[0]), *annotation.__metadata__)]
+    if origin in (list, dict, tuple):
+        return origin[tuple(map(lenient, args))]
+    return Union[tuple(map(lenient, args))] if origin in (Union, UnionType) else annotation  # (a Literal: as it is)
+
+
 def row(*items: Any) -> Any:
     """A JSON list of these `items`, in this order (read as a tuple: strict validation takes a list for none)."""
     return Annotated[tuple[items], BeforeValidator(lambda v: tuple(v) if isinstance(v, list) else v)]
@@ -71,54 +99,82 @@ Manifest = shape(
 
 Test = shape("Test", statistic=Number, pvalue=Number, spearman=Number, positive=int, negative=int)
 Block = dict[str, Number | list[Number]]  # (a score's or the margin's statistics)
+Count = shape("Count", True, count=int, fraction=Number)
+# metrics.json: the keys the card reads without a default required (02_analyze writes each in every record: a
+# length's facts of why it was not measured where that is their `cause`)
 Metrics = shape(
-    "Metrics", n=int, n_excluded=int, excluded_reasons=dict[str, int], score_chosen=Block, score_rejected=Block,
-    margin=Block, dataset=shape("Analysed", split=str, scores_sha256=str),
+    "Metrics", n=Required[int], n_excluded=int, excluded_reasons=dict[str, int], score_chosen=Block,
+    score_rejected=Block, margin=Block, dataset=shape("Analysed", split=str, scores_sha256=str),
     margin_sign=dict[str, dict[str, Number]], tests=dict[str, Test], effect_size=dict[str, Number],
-    correlation=dict[str, Test], bootstrap=Mapping, agreement=Mapping,
+    correlation=dict[str, Test], bootstrap=Mapping,
+    agreement=shape("Agreement", primary=str | None, pairs=list[shape(  # (several scorers': each pair of them)
+        "ScorerPair", True, scorers=row(str, str), rows=int, same_chosen=Count, same_rejected=Count,
+        kendall_tau=shape("Tau", True, mean=Number, median=Number, undefined=int),
+        margin_correlation=shape("Margins", pearson=Test, spearman=Test))]),
     invariants=shape("Invariants", sign_order_fails=int, candidate_scores=shape(
         "CandidateScores", rows=int, antisymmetry_holds_among_two_candidate_rows=int) | None),
-    length=shape("Length", n=int, margin_vs_length_difference=dict[str, Test], chosen_longer_test=dict[str, Test],
-                 left_out=shape("LeftOut", rows=int, first_row=int)),
-    scale=shape("Scale", kind=Literal["constant", "rating", "probability", "logit", "unclear"]),  # (detect_scale's)
+    length=when("cause", "Length", {"no_column": dict(columns=list[str]), "not_text": dict(column=str, type=str)},
+                n=int, margin_vs_length_difference=dict[str, shape("Rho", True, spearman=Number, pvalue=Number)],
+                chosen_longer_test=dict[str, shape("SignTest", True, positive=int, negative=int, pvalue=Number)],
+                left_out=shape("LeftOut", True, rows=int, first_row=int, column=str)),
+    scale=shape("Scale", True, kind=Literal["constant", "rating", "probability", "logit", "unclear"],
+                grid_step=Number, grid_fraction=Number, distinct_values=int, min=Number, max=Number),  # detect_scale
     figures=dict[str, shape("Figure", png=str, title=str)])
-# compare.json: what the card reads of it (its counts, numbers, the words it looks up: a side, a scale)
+# compare.json: what the card reads of it (its counts, numbers, the words it looks up: a side, a scale), the keys it
+# reads without a default required (04_compare writes each in every record: `when` the key that says so is true)
 Side = Literal["reference", "candidate"]
 Columns = list[Literal["chosen", "rejected", "score_chosen", "score_rejected"]]  # (those a side lacks, or cannot read)
-Rows = shape("Rows", count=int, ranges=list[list[int]])  # (source rows)
-Texts = shape("Texts", **dict.fromkeys(("equal", "different", "missing", "missing_reference", "missing_candidate"),
-                                        int))
-Agreement = shape("Agreement", n=int, ci95=dict[str, list[Number] | None], bland_altman=dict[str, Number],
-                  **dict.fromkeys(("pearson", "spearman", "lin_ccc", "max_abs_difference"), Number))
+Rows = shape("Rows", True, count=int, ranges=list[list[int]])  # (source rows)
+Texts = shape("Texts", True, **dict.fromkeys(("equal", "different", "missing", "missing_reference",
+                                              "missing_candidate"), int))
+Intervals = dict[str, list[Number] | None]  # (95% intervals, by statistic)
+Statistics = shape("Statistics", True, bland_altman=shape("BlandAltman", True, **dict.fromkeys(
+    ("mean_difference", "loa_low", "loa_high"), Number)), ci95=NotRequired[Intervals],
+                   **dict.fromkeys(("pearson", "spearman", "lin_ccc", "max_abs_difference"), Number))
 NOTES = {  # the notes the card words (note_facts: [note, *its facts]), the types of their facts it reads
     "duplicate_note": (list[row(Side, int, int, Any, Any, Any)], dict[Side, int]), "prompt_note": (int, Any),
     "stand_in_note": (Side, Side), "scale_note": (Literal["rating", "logit"],) * 2, "columns_note": (dict[Side, Any],),
     "ranked_note": (int, list[int], list[int]), "ties_note": (int, Any), "missing_note": (Any, Texts, int),
     "few_rows_note": (dict[Literal["scores", "margin", "chosen", "rejected"], int], int),
-    "splits_note": (dict[Side, Any], dict[Side, Any]),
+    "splits_note": (shape("Splits", True, **dict.fromkeys(get_args(Side), Any)), dict[Side, Any]),
     "pairs_note": (Any, list[row(Side, Columns, Columns, dict[str, Any])] | None)}
 Note = Annotated[Union[(*(Annotated[row(Literal[k], *facts), Tag(k)] for k, facts in NOTES.items()),
                         Annotated[list, Tag("")])],  # (another note: one the card does not word)
                  Discriminator(lambda v: next((k for k in NOTES if isinstance(v, list) and v[:1] == [k]), ""))]
-Slice = shape("Slice", span=list[int], inside_span_not_in_reference=Rows, groups=list[shape(
-    "Group", solutions=list[Mapping], not_in_source=int, repeated=int, dropped_by_candidate=Rows)],
-              hints_reproduce=shape("Hints", parameters=Mapping, exact=bool, rows=list[int] | None, dropped=Rows),
-              **dict.fromkeys(("located", "repeated", "not_in_source", "before_span", "after_span"), int))
+PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
+Pairs = when("available", "Pairs", {True: dict(
+    categories=shape("Categories", **dict.fromkeys(PAIR_CATEGORIES, Required[int]), reranked=int),
+    fractions=shape("Fractions", True, **dict.fromkeys(PAIR_CATEGORIES, Number), reranked=Number))},
+             margin_sign=shape("Signs", True, fraction=Number) | None, reference_response=Texts | None,
+             messages=Texts | None)
+Role = shape("Role", True, n=int, pearson=Number)
+Scores = when("available", "Scores", {True: dict(
+    scores=Statistics, margin=shape("Margin", n=Required[int], pearson=Number, ci95=Intervals),
+    by_role=shape("ByRole", True, chosen=Role, rejected=Role))},
+              lacking=list[row(Side, Columns, Any, dict[str, Any])],
+              **dict.fromkeys(("values", "excluded_nonfinite", "nonfinite_on_both_sides"), int))
+Slice = when("located", "Slice", {True: dict(
+    span=list[int], inside_span_not_in_reference=Rows, groups=list[shape(
+        "Group", name=Required[str], solutions=Required[list[Mapping]], not_in_source=int, repeated=int,
+        dropped_by_candidate=Rows)], **dict.fromkeys(("before_span", "after_span"), int))},
+             hints_reproduce=shape("Hints", True, parameters=Mapping, exact=bool, rows=list[int] | None,
+                                   dropped=NotRequired[Rows]),
+             **dict.fromkeys(("located", "repeated", "not_in_source"), int))
 Compare = shape(
     "Compare", verdict=str, note_facts=list[Note], slice=Slice | None,
-    **dict.fromkeys(get_args(Side), shape("Compared", specs=list[str], split=str, rows=int, commits=dict[str, str])),
-    parameters=shape("Tolerance", disagreement_tolerance=Number), alignment=shape("Alignment", aligned=int),
-    coverage=shape("Coverage", **dict.fromkeys(("only_reference", "only_candidate", "duplicates_reference",
-                                                 "duplicates_candidate"), int)),
-    disagreements=shape("Disagreements", rows=int, tolerance=Number,
-                        not_compared=dict[Literal["pairs", "scores"], Any]),
-    pairs=shape("Pairs", categories=dict[str, int], fractions=dict[str, Number], margin_sign=shape(
-        "Signs", fraction=Number) | None, reference_response=Texts | None, messages=Texts | None),
-    scores=shape("Scores", scores=Agreement, margin=Agreement, by_role=dict[str, Agreement],
-                 lacking=list[row(Side, Columns, Any, dict[str, Any])],
-                 **dict.fromkeys(("values", "excluded_nonfinite", "nonfinite_on_both_sides"), int)),
-    probabilities=dict[str, shape("Probabilities", max_abs_difference=Number, **dict.fromkeys(
-        ("differ", "rows", "other_shape", "missing", "other_candidates", "other_order"), int))] | None)
+    reference=Required[shape("Reference", True, specs=list[str], split=str, rows=int,
+                             commits=NotRequired[dict[str, str]])],
+    candidate=Required[shape("Candidate", split=Required[str], specs=list[str], rows=int, commits=dict[str, str])],
+    parameters=Required[shape("Tolerance", True, disagreement_tolerance=Number)],
+    alignment=Required[shape("Alignment", True, aligned=int)],
+    coverage=Required[shape("Coverage", True, **dict.fromkeys(("only_reference", "only_candidate",
+                                                               "duplicates_reference", "duplicates_candidate"), int))],
+    disagreements=Required[shape("Disagreements", True, rows=int, tolerance=Number,
+                                 not_compared=NotRequired[dict[Literal["pairs", "scores"], Any]])],
+    pairs=Required[Pairs], scores=Required[Scores],
+    probabilities=dict[str, shape("Probabilities", True, max_abs_difference=Number, **dict.fromkeys(
+        ("differ", "rows", "other_shape", "missing"), int), **dict.fromkeys(("other_candidates", "other_order"),
+                                                                           NotRequired[int]))] | None)
 Selfcheck = TypedDict("Selfcheck", {
     "tool": Literal["repro selfcheck"], "when": NotRequired[str], "models": NotRequired[dict[str, Mapping]],
     "settings": NotRequired[Mapping], "environment": NotRequired[shape("Checked", packages=dict[str, str | None])],
@@ -131,7 +187,8 @@ Fingerprint = TypedDict("Fingerprint", {"digest": Annotated[str, Field(pattern="
 # a chunk's note (jobs.run_chunked_with_stats): rows from the row cache, prompts per budget (an older repro's: those)
 Budgets = dict[Digits, int]
 Note = TypedDict("Note", {"rows_from_cache": int, "made_with": NotRequired[Budgets]})
-MANIFEST, METRICS, COMPARE = TypeAdapter(Manifest), TypeAdapter(Metrics), TypeAdapter(Compare)
+MANIFEST, CARD_METRICS, CARD_COMPARE = TypeAdapter(Manifest), TypeAdapter(Metrics), TypeAdapter(Compare)
+METRICS, COMPARE = TypeAdapter(lenient(Metrics)), TypeAdapter(lenient(Compare))  # (05_family's: no key required)
 SELFCHECK, FAMILY_VIEW = TypeAdapter(Selfcheck), TypeAdapter(FamilyView)
 FINGERPRINT, NOTE = TypeAdapter(Fingerprint), TypeAdapter(Note | Budgets)
 METRICS_FIX = ("not what 02_analyze writes: run notebooks/02_analyze.ipynb again on this run, or delete the file "

@@ -27,7 +27,7 @@ from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams,
                           one_line, read_params_yaml, resolve_parameters, set_option, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
                      reads_as_hub_id, shipped, within)
-from ..records import COMPARE, COMPARE_FIX, METRICS, METRICS_FIX, read_record
+from ..records import CARD_COMPARE, CARD_METRICS, COMPARE_FIX, METRICS_FIX, read_record
 from ..revisions import strings_in
 from ..sources import held_splits, load_source, read_parquet
 from ..subject import (claim, dataset_or_own, declared_scorer, declared_stand_ins, is_own_dataset, read_as_pairrm,
@@ -611,7 +611,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
             "its dataset was made; remove known_recipe (or set card_dataset to the other dataset).")
     # the split described: the one 01_construct wrote; of a dataset not built here, the one 02_analyze read (once
     # 03_card has added it), else card_split
-    mains = [] if built_here else [_get(read_record(run.metrics, METRICS, METRICS_FIX), "dataset", "split"),
+    mains = [] if built_here else [_get(read_record(run.metrics, CARD_METRICS, METRICS_FIX), "dataset", "split"),
                                     params.card_split]
     features, splits, ds = _read_splits(run.dataset, (manifest.get("dataset") or {}).get("split"), *mains)
     title = public_text(params.pretty_name or "") or (
@@ -671,7 +671,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
     facts.figures = _figures(run, facts.metrics)
     if not facts.figures:
         facts.left_out.append(("figures", (failed or "no_figures") if facts.scored else "no_scores"))
-    facts.comparison = read_record(run.compare, COMPARE, COMPARE_FIX)
+    facts.comparison = read_record(run.compare, CARD_COMPARE, COMPARE_FIX)
     if "prompt" in ds.column_names and "prompt_id" in ds.column_names:
         prompts = view.column("prompt").to_pylist()  # the text (TRL's conversational prompt: its user turn's)
         facts.prompt_id_sha256_rows = sum(isinstance(p, str) and prompt_id_of(p) == i
@@ -860,7 +860,7 @@ def _usable_rows(facts: CardFacts, ds: datasets.Dataset, view: pa.Table) -> np.n
 
 def _read_metrics(run: RunDir, facts: CardFacts, view: pa.Table) -> dict[str, Any] | None:
     """metrics.json, when it describes the rows of `view` (the main split, seed columns): as many, the same scores."""
-    if (metrics := read_record(run.metrics, METRICS, METRICS_FIX)) is None:
+    if (metrics := read_record(run.metrics, CARD_METRICS, METRICS_FIX)) is None:
         return None
     n, excluded = metrics.get("n"), metrics.get("n_excluded", 0)
     recorded = _get(metrics, "dataset", "scores_sha256")
