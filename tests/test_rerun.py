@@ -54,7 +54,7 @@ def made_run(root: Path, *overrides: str) -> RunDir:
         Manifest(run).add_outputs(run.root / relative)
     run.work.mkdir()
     (run.work / "kept.txt").write_text("resumable work lives here")
-    (run.root / "selfcheck.json").write_text("{}")
+    (run.root / "selfcheck.json").write_text(json.dumps({"tool": "repro selfcheck"}))  # (a report: it is kept)
     Manifest(run).update(status="complete")
     return run
 
