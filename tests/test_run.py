@@ -13,6 +13,7 @@ import datasets
 import nbformat
 import pytest
 from jupyter_core import paths as jupyter_paths
+from papermill.exceptions import PapermillExecutionError
 
 from repro.cli import main as cli_main
 from repro.cli import run as run_cli
@@ -215,6 +216,19 @@ def test_an_error_ipython_could_not_show_is_said_from_the_cells_output(run_noteb
             ) in err, err
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["error"].startswith(
         "Notebook 01_construct failed at cell 2 (execution count 3): jinja2.exceptions.UndefinedError: ")
+
+
+def test_a_notebooks_error_reaches_the_terminal_with_its_control_characters_escaped(tmp_path, monkeypatch, capsys,
+                                                                                      stubbed_notebooks):
+    # a kernel's error quoting a record's text (a name in it) reached the terminal raw: "\x1b[2K" erased the line
+    def fails(*args, **kwargs):
+        raise PapermillExecutionError(cell_index=3, exec_count=2, source="", ename="DataError",
+                                      evalue="column 'old\x1b[2KEVIL' is not in the rows", traceback=["DataError"])
+    monkeypatch.setattr("papermill.execute_notebook", fails)
+    assert run_cli.run_notebooks({"notebooks": ["01_construct"]}, tmp_path / "run", fingerprint={"given": 1}) == 1
+    err = capsys.readouterr().err
+    assert ("Notebook 01_construct failed at cell 3 (execution count 2): DataError: column 'old\\x1b[2KEVIL' is not "
+            "in the rows\n") in err and "\x1b" not in err
 
 
 def closed_stdout(monkeypatch) -> None:

@@ -314,7 +314,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
                     message += (f"\nThe run directory could not record the failure ({type(unwritable).__name__}: "
                                 f"{unwritable})" + (" either." if full and _disk_full(exc, run) else
                                                     f": {fix}, then run the same command to continue."))
-                print(f"repro run: FAILED\n{message}", file=sys.stderr)
+                print(printable(f"repro run: FAILED\n{message}"), file=sys.stderr)  # (the kernel's: a record's text)
                 return 1
             manifest.notebook_status(name, "done", executed=str(output.relative_to(run.root)))
             if not log_output:
