@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from huggingface_hub import DatasetCard
-from conftest import html_elements
+from conftest import html_elements, shown_text
 from markdown_it import MarkdownIt
 from scipy import stats
 
@@ -513,6 +513,17 @@ def test_an_error_while_the_templates_render_names_the_template_its_line_and_the
     monkeypatch.setattr(card_publish, "p_value", lambda *args: (_ for _ in ()).throw(ValueError("no p here")))
     line = next(i for i, text in enumerate(sections, 1) if '(r["margin"]|p)' in text)
     failure("ValueError: no p here")
+
+
+def test_asterisks_and_underscores_in_names_show_as_written_and_code_keeps_them_raw(tmp_path):
+    # a dataset named `_my_set_` (a run `run *q*`) had its card titled "<em>my_set</em>": Markdown's emphasis
+    make_run(tmp_path / "run *q*")
+    for params, title in (({}, "run *q*"), ({"hub_repo_id": "me/_my_set_"}, "_my_set_")):
+        en, zh = halves(card_for(tmp_path / "run *q*", **params)[1])
+        for half in (en, zh):
+            assert f'Dataset Card for "{title}"' in shown_text(half) or f"「{title}」" in shown_text(half)
+            assert "<em>" not in MarkdownIt().enable("table").render(half)
+    assert 'ds = load_dataset("me/_my_set_", split="train_prefs")' in en  # (Python in a code block: as it is)
 
 
 def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
