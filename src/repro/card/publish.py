@@ -152,12 +152,13 @@ def rendering() -> Iterator[None]:
     except ReproError:  # (a paragraph already, which IPython shows without the stack)
         raise
     except Exception as exc:
-        where = [(Path(frame.f_code.co_filename).name, line) for frame, line in traceback.walk_tb(exc.__traceback__)
-                 if frame.f_code.co_filename.endswith(".jinja")]
-        name, line = where[-1] if where else (getattr(exc, "name", None) or "?", getattr(exc, "lineno", "?"))
-        raise ReproError(f"The card's template {name}, line {line}: {type(exc).__name__}: {exc}. If the run's records "
-                         f"(manifest.json, metrics.json, compare.json) were edited or cut short, run the notebooks "
-                         f"again to write them anew; if not, this is a bug in repro.card ({TEMPLATES}).") from None
+        # the innermost template's line (a syntax error's too: jinja gives it a frame of its template)
+        where = [f"template {Path(frame.f_code.co_filename).name}, line {line}"
+                 for frame, line in traceback.walk_tb(exc.__traceback__) if frame.f_code.co_filename.endswith(".jinja")]
+        raise ReproError(f"The card's {where[-1] if where else 'templates'}: {type(exc).__name__}: {exc}. If the run's "
+                         f"records (manifest.json, metrics.json, compare.json) were edited or cut short, run the "
+                         f"notebooks again to write them anew; if not, this is a bug in repro.card ({TEMPLATES}).") \
+            from None
 
 
 def _tidy(text: str) -> str:
