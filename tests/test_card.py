@@ -15,6 +15,7 @@ import shlex
 import math
 import shutil
 import subprocess
+import traceback
 from collections import Counter
 from pathlib import Path
 
@@ -25,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from huggingface_hub import DatasetCard
-from conftest import html_elements
+from conftest import html_elements, shown_text
 from markdown_it import MarkdownIt
 from scipy import stats
 
@@ -41,7 +42,7 @@ from repro.card.publish import facts_card_data, placeholders
 from repro.construct import stages
 from repro.construct.pairs import build_row
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, write_split
-from repro.errors import DataError, ParameterError
+from repro.errors import DataError, ParameterError, ReproError
 from repro.exporters import FORMATS, conversational, export_rows
 from repro.family import plan_family
 from repro.formats import to_trl, to_trl_implicit
@@ -483,6 +484,46 @@ def test_no_excluded_rows_are_not_counted_in_the_characteristics(tmp_path):
     (tmp_path / "run" / "metrics.json").write_text(json.dumps({**metrics, "n": 20, "n_excluded": 4}))
     en, zh = halves(card_for(tmp_path / "run")[1])
     assert "n = 20 rows analysed, 4 excluded. `margin` =" in en and "分析了 n = 20 行，排除 4 行。`margin` =" in zh
+
+
+def test_an_error_while_the_templates_render_names_the_template_its_line_and_the_error(tmp_path, monkeypatch):
+    # a value the templates could not render reached IPython with the templates' frames in its traceback: IPython read
+    # sections.jinja as Python, failed (tokenize: "EOF in multi-line statement"), and the cell, then `repro run`'s
+    # line, said nothing ("Notebook 03_card failed at cell 7 (execution count 6): CellExecutionError: ")
+    make_run(tmp_path / "run")
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    card_publish = importlib.import_module("repro.card.publish")  # (repro.card.publish is the function)
+    sections = (card_publish.TEMPLATES / "sections.jinja").read_text(encoding="utf-8").splitlines()
+
+    def failure(reason: str) -> ReproError:  # what rendering the body raises; no template's frame in its traceback
+        with pytest.raises(ReproError) as caught:
+            repro_card.render_body(facts)
+        assert str(caught.value).startswith(f"The card's template sections.jinja, line {line}: {reason}. ")
+        assert "run the notebooks again" in str(caught.value) and "a bug in repro.card" in str(caught.value)
+        assert caught.value.__suppress_context__
+        assert not [f for f, _ in traceback.walk_tb(caught.value.__traceback__) if f.f_code.co_filename.endswith(
+            ".jinja")]
+        return caught.value
+
+    metrics = json.loads(json.dumps(facts.metrics))
+    facts.metrics["scale"] = {"kind": "rating"}  # (its grid step, bounds... missing)
+    line = next(i for i, text in enumerate(sections, 1) if 'scale["grid_step"]' in text)
+    failure("UndefinedError: 'dict object' has no attribute 'grid_step'")
+    facts.metrics = metrics  # a function a template calls raises
+    monkeypatch.setattr(card_publish, "p_value", lambda *args: (_ for _ in ()).throw(ValueError("no p here")))
+    line = next(i for i, text in enumerate(sections, 1) if '(r["margin"]|p)' in text)
+    failure("ValueError: no p here")
+
+
+def test_asterisks_and_underscores_in_names_show_as_written_and_code_keeps_them_raw(tmp_path):
+    # a dataset named `_my_set_` (a run `run *q*`) had its card titled "<em>my_set</em>": Markdown's emphasis
+    make_run(tmp_path / "run *q*")
+    for params, title in (({}, "run *q*"), ({"hub_repo_id": "me/_my_set_"}, "_my_set_")):
+        en, zh = halves(card_for(tmp_path / "run *q*", **params)[1])
+        for half in (en, zh):
+            assert f'Dataset Card for "{title}"' in shown_text(half) or f"「{title}」" in shown_text(half)
+            assert "<em>" not in MarkdownIt().enable("table").render(half)
+    assert 'ds = load_dataset("me/_my_set_", split="train_prefs")' in en  # (Python in a code block: as it is)
 
 
 def test_checks_that_do_not_apply_say_so_and_why(tmp_path):

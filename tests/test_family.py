@@ -1490,6 +1490,31 @@ def test_a_family_another_repro_run_is_running_in_its_folder_is_refused(tmp_path
     assert main(grid) == 0 and ran[1:] == [root / "mini_index-0", root / "mini_index-1", root]  # (stubs complete none)
 
 
+def test_a_recorded_member_name_and_a_lock_s_text_reach_the_terminal_escaped(tmp_path, monkeypatch, capsys):
+    # a name in the family's record (a member of its last plan) and the text of a member's lock, written by another
+    # process, reached the terminal raw: their control characters ("\x1b[2K": erase the line) acted on it
+    root, evil = tmp_path / "f", "old\x1b[2KEVIL"
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: 0)
+    grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
+    assert main(grid) == 0
+    record = json.loads((root / "manifest.json").read_text())
+    (root / "manifest.json").write_text(json.dumps({**record, "members": {**record["members"], evil: {}}}))
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from repro.paths import RunDir; "
+                               "RunDir(sys.argv[1]).hold(sys.argv[2]); print('held', flush=True); time.sleep(60)",
+                               str(root / "mini_index-1"), evil], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        capsys.readouterr()
+        assert main(grid) == family_cli.EXIT_BUSY
+    finally:
+        holder.kill()
+        holder.wait()
+    out, err = capsys.readouterr()
+    assert "family demo: old\\x1b[2KEVIL of its last plan is no longer in the grid" in out
+    assert f"mini_index-1 is being run elsewhere: old\\x1b[2KEVIL (pid {holder.pid}, since " in out
+    assert "\x1b" not in out + err
+
+
 @pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]])
 def test_a_member_another_command_runs_meanwhile_is_busy_not_failed(tmp_path, monkeypatch, capsys, jobs):
     # `repro run --member 1` started after the family's checks: one after another, the family stopped at that member

@@ -295,12 +295,16 @@ def test_the_git_record_names_the_checkouts_origin_only_where_it_is_public(tmp_p
     assert git_commit(tmp_path) == {"commit": head, "dirty": False, "origin": published}
 
 
-def test_a_damaged_self_check_report_is_not_cited_and_given_is_refused_naming_the_place(tmp_path):
+def test_a_damaged_self_check_report_found_or_given_is_refused_naming_the_place(tmp_path):
     # a selfcheck.json whose models were a list stopped `repro run --check` (and the run) with an AttributeError
-    # ('list' object has no attribute 'values') where it summed up the report the run cites
+    # ('list' object has no attribute 'values') where it summed up the report the run cites; then, found in the run
+    # directory, it was passed over without a word (the card citing no self-check)
     report = tmp_path / "selfcheck.json"
     report.write_text(json.dumps({"tool": "repro selfcheck", "models": ["builtin:tiny-pairrm"]}))
-    assert find_selfcheck(tmp_path) is None
+    with pytest.raises(DataError, match=re.escape(
+            f"{report} holds a list as its models where a mapping belongs, not a report of `repro selfcheck` as it "
+            f"writes one, and the run would cite it: run `repro selfcheck --report {tmp_path}` again, or delete it.")):
+        find_selfcheck(tmp_path)
     with pytest.raises(ParameterError, match=re.escape(
             f"selfcheck={str(report)!r}: {report} holds a list as its models where a mapping belongs, not a report of "
             f"`repro selfcheck`; run `repro selfcheck --report DIR` and give DIR.")):

@@ -492,6 +492,21 @@ def test_dollar_signs_in_text_are_shown_as_written_not_typeset_as_math():
         assert not re.search(r"(?<!\\)\$", outside) and shown_text(shown) == raw, shown
 
 
+def test_asterisks_and_underscores_in_text_are_shown_as_written_not_as_emphasis():
+    """A run named `run *q*` had its card titled "run <em>q</em>", a model folder `rm_*x*_y` lost its asterisks in
+    02_analyze's stand-in note: Markdown read them as emphasis. Every `*` outside code spans is escaped, a `_` where it
+    could open or close emphasis (not inside a word: `mini_1` stays as written in the Markdown)."""
+    for raw in ("run *q*", "rm_*x*_y", "_private_ and __init__.py", "a * b * c", "**bold**", "me/_my_set_", "x_ _y"):
+        shown = parameters.one_line(raw)
+        assert shown_text(shown) == raw and "<em>" not in MarkdownIt().render(shown), shown
+        assert "<strong>" not in MarkdownIt().render(shown), shown
+    assert parameters.one_line("mini_1 of part_2, 数据_集") == "mini_1 of part_2, 数据_集"
+    shown = parameters.one_line("rm_*x*_y `a*b*c_` _z", spans=True)  # (a code span shows what it holds as it is)
+    assert shown == "rm\\_\\*x\\*\\_y `a*b*c_` \\_z" and shown_text(shown) == "rm_*x*_y a*b*c_ _z"
+    verdict = "**Reproduced** for `mini_1`: _its_ rows"  # (a record's Markdown keeps its emphasis)
+    assert parameters.one_line(verdict, markdown=True) == verdict
+
+
 def test_yaml_anchors_and_merge_keys_share_values_between_bundles(tmp_path):
     """`<<: *anchor` (YAML's merge key) was refused as "not valid YAML"; a key the merge gives and the mapping sets
     again is the mapping's (YAML's rule), while a key set twice by hand is still refused."""

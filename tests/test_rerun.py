@@ -22,7 +22,7 @@ from repro.construct import stages
 from repro.parameters import ConstructParams, GenerationParams, build, load_params_file
 from repro.paths import KERNEL, RunDir
 from repro.cli import run as runner
-from repro.cli.rerun import changed_parameters, clear_previous_run, writing
+from repro.cli.rerun import changed_parameters, clear_previous_run, replace_run, writing
 from repro.cli.run import resolve_parameters
 from repro.revisions import run_fingerprint
 from repro.sources import demo_path
@@ -54,7 +54,7 @@ def made_run(root: Path, *overrides: str) -> RunDir:
         Manifest(run).add_outputs(run.root / relative)
     run.work.mkdir()
     (run.work / "kept.txt").write_text("resumable work lives here")
-    (run.root / "selfcheck.json").write_text("{}")
+    (run.root / "selfcheck.json").write_text(json.dumps({"tool": "repro selfcheck"}))  # (a report: it is kept)
     Manifest(run).update(status="complete")
     return run
 
@@ -306,6 +306,16 @@ def test_force_removes_what_the_previous_run_made_and_keeps_its_work(previous_ru
     removed = clear_previous_run(previous_run)
     assert {"compare.json", "figures/compare_scores.png", "tables/compare_pairs.csv", "manifest.json"} <= set(removed)
     assert sorted(files_of(previous_run.root)) == ["selfcheck.json", "work/kept.txt"]
+
+
+def test_a_replaced_run_says_the_recorded_names_it_removed_escaped(previous_run, capsys):
+    # the names of the previous run's outputs (its record's) reached the terminal raw: "\x1b[2K" erased the line
+    evil = previous_run.tables / "old\x1b[2KEVIL.csv"
+    evil.write_text("a,b")
+    Manifest(previous_run).add_outputs(evil)
+    replace_run(previous_run, force=True)
+    out = capsys.readouterr().out
+    assert not evil.exists() and "tables/old\\x1b[2KEVIL.csv" in out and "\x1b" not in out
 
 
 def test_a_forced_rerun_makes_a_card_that_cites_only_its_own_files(previous_run, repro_run):

@@ -13,6 +13,7 @@ import datasets
 import nbformat
 import pytest
 from jupyter_core import paths as jupyter_paths
+from papermill.exceptions import PapermillExecutionError
 
 from repro.cli import main as cli_main
 from repro.cli import run as run_cli
@@ -193,6 +194,41 @@ def test_a_disk_full_during_a_cell_is_said_where_and_the_notebook_stays_whole(ru
     assert "The run directory could not record the failure (OSError: [Errno 28] No space left on device) " in err
     cells = json.loads(saved.read_text())["cells"]  # whole: as saved when cell 3 started
     assert [c["metadata"]["papermill"]["status"] for c in cells] == ["completed"] * 3 + ["running", "pending"]
+
+
+def test_an_error_ipython_could_not_show_is_said_from_the_cells_output(run_notebook, tmp_path, monkeypatch, capsys):
+    # IPython, showing a traceback through a template's frame, read the .jinja file as Python and failed: the cell has
+    # no error output, papermill's message is empty, and the line said "failed at cell 2 (...): CellExecutionError: "
+    (tmp_path / "t.jinja").write_text("{{ x.missing }}\n(an open parenthesis\n")
+    notebook = tmp_path / "unshown.ipynb"
+    parameters = nbformat.v4.new_code_cell("run_dir = ''", metadata={"tags": ["parameters"]})
+    renders = (f"import jinja2\njinja2.Environment(loader=jinja2.FileSystemLoader({str(tmp_path)!r}), "
+               "undefined=jinja2.StrictUndefined).get_template('t.jinja').render(x={})")
+    kernel = {"kernelspec": {"name": KERNEL_NAME, "language": "python", "display_name": "Python (repro)"}}
+    nbformat.write(nbformat.v4.new_notebook(cells=[parameters, nbformat.v4.new_code_cell(renders)], metadata=kernel),
+                   notebook)
+    monkeypatch.setattr(run_cli, "notebook_path", lambda name: notebook)
+    assert run_cli.run_notebooks({"notebooks": ["01_construct"]}, tmp_path / "run", fingerprint={"given": 1}) == 1
+    err = capsys.readouterr().err
+    # the error the cell raised, not IPython's own (tokenize.TokenError: EOF in multi-line statement)
+    assert ("Notebook 01_construct failed at cell 2 (execution count 3): jinja2.exceptions.UndefinedError: 'dict "
+            "object' has no attribute 'missing' (from the text of the cell's output: the kernel gave no message)\n"
+            ) in err, err
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["error"].startswith(
+        "Notebook 01_construct failed at cell 2 (execution count 3): jinja2.exceptions.UndefinedError: ")
+
+
+def test_a_notebooks_error_reaches_the_terminal_with_its_control_characters_escaped(tmp_path, monkeypatch, capsys,
+                                                                                      stubbed_notebooks):
+    # a kernel's error quoting a record's text (a name in it) reached the terminal raw: "\x1b[2K" erased the line
+    def fails(*args, **kwargs):
+        raise PapermillExecutionError(cell_index=3, exec_count=2, source="", ename="DataError",
+                                      evalue="column 'old\x1b[2KEVIL' is not in the rows", traceback=["DataError"])
+    monkeypatch.setattr("papermill.execute_notebook", fails)
+    assert run_cli.run_notebooks({"notebooks": ["01_construct"]}, tmp_path / "run", fingerprint={"given": 1}) == 1
+    err = capsys.readouterr().err
+    assert ("Notebook 01_construct failed at cell 3 (execution count 2): DataError: column 'old\\x1b[2KEVIL' is not "
+            "in the rows\n") in err and "\x1b" not in err
 
 
 def closed_stdout(monkeypatch) -> None:

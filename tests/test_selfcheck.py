@@ -19,7 +19,7 @@ from conftest import MAIN, PINNED, html_elements, shown_text
 
 from repro import card as repro_card
 from repro import cli
-from repro.errors import ModelLoadError, ParameterError
+from repro.errors import DataError, ModelLoadError, ParameterError
 from repro.parameters import CardParams
 from repro.manifest import Manifest, find_selfcheck, selfcheck_summary
 from repro.paths import RunDir, default_run_dir
@@ -468,6 +468,24 @@ def test_the_newest_self_check_in_the_run_directory_is_found(tmp_path, offline_r
     (tmp_path / "c.json").write_text("{}")
     with pytest.raises(ParameterError, match="not a report of `repro selfcheck`"):
         find_selfcheck(tmp_path, tmp_path / "c.json")
+
+
+def test_a_damaged_self_check_in_the_run_directory_stops_repro_run_naming_it(tmp_path, offline_report, capsys):
+    # a report whose check had no status was passed over without a word: the run said "the self-check it would cite
+    # is another: 03_card runs again", and its card had no self-check section
+    report = tmp_path / "x" / "sc" / "selfcheck.json"
+    report.parent.mkdir(parents=True)
+    record = json.loads((offline_report.folder / "selfcheck.json").read_text())
+    record["checks"][0]["status"] = None
+    report.write_text(json.dumps(record))
+    said = (f"{report} holds null as its checks[0][\"status\"] where text belongs, not a report of `repro selfcheck` "
+            f"as it writes one, and the run would cite it: run `repro selfcheck --report {report.parent}` again, or "
+            f"delete it.")
+    with pytest.raises(DataError) as caught:
+        find_selfcheck(tmp_path / "x")
+    assert str(caught.value) == said
+    assert cli.main(["run", str(ROOT / "params" / "demo.yaml"), "--out", str(tmp_path / "x")]) == 2
+    assert said in capsys.readouterr().err and sorted(p.name for p in (tmp_path / "x").iterdir()) == ["sc"]
 
 
 def test_a_missing_self_check_stops_repro_run_before_anything_runs(tmp_path, capsys):

@@ -218,8 +218,8 @@ def version_line() -> str:
 
 
 def find_selfcheck(run_root: str | Path, given: str | Path | None = None) -> Path | None:
-    """The self-check a run cites: `given` (a selfcheck.json or its folder), else the run directory's newest (of
-    those that are reports of `repro selfcheck`, records.Selfcheck)."""
+    """The self-check a run cites: `given` (a selfcheck.json or its folder), else the run directory's newest; one
+    that is not a report of `repro selfcheck` (records.Selfcheck) is an error naming it, given or found there."""
     if given:
         path = Path(resolve_user_path(str(given), may_be_id=False))
         found = path / SELFCHECK_JSON if path.is_dir() else path
@@ -230,18 +230,24 @@ def find_selfcheck(run_root: str | Path, given: str | Path | None = None) -> Pat
         _read_selfcheck(found, "selfcheck")
         return found
     root = Path(run_root)
-    found = [p for p in [root / SELFCHECK_JSON, *root.glob(f"*/{SELFCHECK_JSON}")] if _read_selfcheck(p)]
-    return max(found, key=lambda p: (str(_read_selfcheck(p).get("when", "")), p.stat().st_mtime), default=None)
+    found = {p: _read_selfcheck(p) for p in [root / SELFCHECK_JSON, *root.glob(f"*/{SELFCHECK_JSON}")] if p.is_file()}
+    return max(found, key=lambda p: (str(found[p].get("when", "")), p.stat().st_mtime), default=None)
 
 
 def _read_selfcheck(path: Path, parameter: str | None = None) -> dict[str, Any]:
+    """The report of `repro selfcheck` at `path`, given as `parameter` (a ParameterError if it is none), else found
+    in a run directory, which would cite it (a DataError if it is none, naming it: never passed over unsaid)."""
+    cited = f"and the run would cite it: run `repro selfcheck --report {path.parent}` again, or delete it."
+    fix = "not a report of `repro selfcheck`" + ("" if parameter else f" as it writes one, {cited}")
     try:
-        return read_record(path, SELFCHECK, "not a report of `repro selfcheck`", {})
+        return read_record(path, SELFCHECK, fix, {})
     except (OSError, DataError) as exc:
         if parameter:
             raise ParameterError(f"{parameter}={str(path)!r}: {exc}; run `repro selfcheck --report DIR` and give "
                                  f"DIR.") from None
-        return {}
+        if isinstance(exc, OSError):
+            raise DataError(f"{path} cannot be read ({exc}), {cited}") from None
+        raise
 
 
 def _same_model(scorer: dict[str, Any] | None, checked: list[dict[str, Any]]) -> bool | None:

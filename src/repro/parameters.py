@@ -176,6 +176,14 @@ def table_cell(text: Any) -> str:
 
 LINE_BREAK_RE = re.compile(r"\r\n?|\n")  # (CommonMark's line endings)
 CODE_SPAN_RE = re.compile(r"(?<![`\\])(`+)(?!`).*?(?<!`)\1(?!`)")  # (a run of backticks to one as long; \` opens none)
+EMPHASIS_RE = re.compile(r"\*|_+")  # (what may open or close emphasis: `_escaped_emphasis` says which)
+
+
+def _escaped_emphasis(match: re.Match) -> str:
+    """A `*`, or a run of `_` but one inside a word (CommonMark: `mini_1` is no emphasis), backslash-escaped."""
+    text, start, end = match.string, match.start(), match.end()
+    inside = match[0][0] == "_" and text[start - 1:start].isalnum() and text[end:end + 1].isalnum()
+    return match[0] if inside else re.sub(r"[*_]", r"\\\g<0>", match[0])
 
 
 class Shown(str):
@@ -185,8 +193,9 @@ class Shown(str):
 
 def one_line(text: Any, spans: bool = False, markdown: bool = False) -> str:
     """Text from the data, the user or a record in Markdown's prose (the card's, a notebook's): its HTML (<, >, &),
-    links and images (`](`), `$` (two enclose math to JupyterLab and the Hub) and backticks (which would pair with a
-    code span's after it; `spans`: left to make its own, where no value's span follows) shown as text, on one line.
+    links and images (`](`), `$` (two enclose math to JupyterLab and the Hub), emphasis (`*`, `_` but inside a word)
+    and backticks (which would pair with a code span's after it; `spans`: left to make its own, where no value's span
+    follows) shown as text, on one line.
     `markdown`: a paragraph of Markdown a record holds (a member's verdict), its bold, entities and code spans kept,
     its HTML (a `<` that starts a tag), links (`](`, a definition's `]:`) and `$` shown as text."""
     if isinstance(text, Shown):
@@ -195,7 +204,8 @@ def one_line(text: Any, spans: bool = False, markdown: bool = False) -> str:
         if markdown:
             return re.sub(r"<(?=[a-zA-Z/!?])|(?<!\\)\$", lambda m: "&lt;" if m[0] == "<" else "\\$", part).replace(
                 "](", "]\\(").replace("]:", "]\\:")
-        part = html.escape(part, quote=False).replace("](", "]\\(").replace("$", "\\$")
+        part = EMPHASIS_RE.sub(_escaped_emphasis, html.escape(part, quote=False))
+        part = part.replace("](", "]\\(").replace("$", "\\$")
         return part if spans else part.replace("`", "&#96;")
     raw, pieces, last = str(text), [], 0
     for span in CODE_SPAN_RE.finditer(raw) if spans or markdown else ():  # (its own spans show what they hold as it is)

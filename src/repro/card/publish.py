@@ -13,8 +13,9 @@ import os
 import re
 import shutil
 import tempfile
+import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import datasets
 import jinja2
@@ -137,7 +138,27 @@ def _environment_of(lang: str, templates: Path, stamp: tuple) -> jinja2.Environm
 
 def phrases(lang: str) -> Any:
     """The sentences of one language (templates/<lang>.jinja): its words as attributes, its sentences as macros."""
-    return _environment(lang).globals["t"]
+    with rendering():
+        return _environment(lang).globals["t"]
+
+
+@contextlib.contextmanager
+def rendering() -> Iterator[None]:
+    """An error while the card's templates compile or render (a record's value they cannot show, a function they call
+    that raises), raised again as a ReproError naming the template, its line and the error, from None: IPython, showing
+    a traceback through a template's frames, reads the .jinja file as Python, fails, and the cell says nothing."""
+    try:
+        yield
+    except ReproError:  # (a paragraph already, which IPython shows without the stack)
+        raise
+    except Exception as exc:
+        # the innermost template's line (a syntax error's too: jinja gives it a frame of its template)
+        where = [f"template {Path(frame.f_code.co_filename).name}, line {line}"
+                 for frame, line in traceback.walk_tb(exc.__traceback__) if frame.f_code.co_filename.endswith(".jinja")]
+        raise ReproError(f"The card's {where[-1] if where else 'templates'}: {type(exc).__name__}: {exc}. If the run's "
+                         f"records (manifest.json, metrics.json, compare.json) were edited or cut short, run the "
+                         f"notebooks again to write them anew; if not, this is a bug in repro.card ({TEMPLATES}).") \
+            from None
 
 
 def _tidy(text: str) -> str:
@@ -147,13 +168,15 @@ def _tidy(text: str) -> str:
 
 def render_section(facts: CardFacts, name: str, lang: str) -> str:
     """One section of the body (a macro of templates/sections.jinja: "selfcheck", "reproduction", ...)."""
-    sections = _environment(lang).get_template("sections.jinja").make_module({"facts": facts})
-    return _tidy(str(getattr(sections, name)()))
+    with rendering():
+        sections = _environment(lang).get_template("sections.jinja").make_module({"facts": facts})
+        return _tidy(str(getattr(sections, name)()))
 
 
 def render_body(facts: CardFacts) -> str:
     """The card's Markdown body: every section in English, then the same sections in Chinese."""
-    halves = [_tidy(_environment(lang).get_template("card.md.jinja").render(facts=facts)) for lang in LANGUAGES]
+    with rendering():
+        halves = [_tidy(_environment(lang).get_template("card.md.jinja").render(facts=facts)) for lang in LANGUAGES]
     return "\n" + "\n\n---\n\n".join(halves) + "\n"
 
 

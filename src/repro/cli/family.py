@@ -107,8 +107,8 @@ def say_dropped(family: Family) -> dict[str, Any]:
     seen = Manifest(family.root).read()
     if dropped := [name for name in seen.get("members") or () if name not in family.plan]:
         is_, its = ("is", "its folder stays") if len(dropped) == 1 else ("are", "their folders stay")
-        print(f"repro run: family {family.name}: {', '.join(dropped)} of its last plan {is_} no longer in the grid: "
-              f"left out of the family view ({its})")
+        print(printable(f"repro run: family {family.name}: {', '.join(dropped)} of its last plan {is_} no longer in "
+                        f"the grid: left out of the family view ({its})"))  # (names the record holds)
     return seen
 
 
@@ -187,8 +187,8 @@ def run_elsewhere(family: Family, member: Member, now: bool = True, file: Any = 
     (on `file`: None, stdout)."""
     if not (writer := RunDir(member.run_dir).writer() if now else family.busy.get(member.name)):
         return False
-    print(f"repro run: family {family.name}: {member.name} is being run elsewhere: {writer} is writing to "
-          f"{member.run_dir}; not run here (busy, not failed)", file=file)
+    print(printable(f"repro run: family {family.name}: {member.name} is being run elsewhere: {writer} is writing to "
+                    f"{member.run_dir}; not run here (busy, not failed)"), file=file)  # (the text its lock holds)
     return True
 
 
@@ -197,8 +197,8 @@ def checked_at_its_turn(family: Family, member: Member, force: bool) -> bool:
     # (its refusals alone are said here, no note: git is not asked about the checkout again)
     checks, changed = member_checks(family, member, force, why_run_again(member), [])
     if refused := [f"{c.what}: {c.detail}" for c in checks if not c.ok]:
-        print(f"repro run: family {family.name}: {member.name}, free at its turn, is not run: {'; '.join(refused)}",
-              file=sys.stderr)
+        print(printable(f"repro run: family {family.name}: {member.name}, free at its turn, is not run: "
+                        f"{'; '.join(refused)}"), file=sys.stderr)  # (as Check.line says them)
         return False
     if changed:
         with writing(RunDir(member.run_dir), member_given_as(family)):

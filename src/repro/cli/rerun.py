@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..cache import RowCache
-from ..errors import Busy, DataError, ParameterError, counted, listed
+from ..errors import Busy, DataError, ParameterError, counted, listed, printable
 from ..family import Member
 from ..jobs import FINGERPRINT_FILE, digest_on_disk, fingerprint_on_disk, finished_chunks, made_by, read_chunk
 from ..manifest import (CITES_SELFCHECK, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest, as_recorded,
@@ -342,6 +342,6 @@ def replace_run(run: RunDir, force: bool) -> None:
     inside, recorded = Manifest(run).outputs(data), data.get("outputs")  # (each key resolved once)
     elsewhere = [k for k in recorded if k not in inside] if isinstance(recorded, dict) else []
     removed = clear_previous_run(run)
-    print(f"repro run: {'--force: ' if force else ''}removed the previous run's {', '.join(removed) or 'nothing'} "
-          f"from {run.root}" + f"; its record also names {', '.join(elsewhere)}, outside {run.root}: left alone" *
-          bool(elsewhere))
+    print(printable(f"repro run: {'--force: ' if force else ''}removed the previous run's "  # (its record's names)
+                    f"{', '.join(removed) or 'nothing'} from {run.root}" + f"; its record also names "
+                    f"{', '.join(elsewhere)}, outside {run.root}: left alone" * bool(elsewhere)))

@@ -117,6 +117,28 @@ def _last_cell(notebook: str | None) -> tuple[int, int | None] | None:
                  if c.get("metadata", {}).get("papermill", {}).get("start_time")), None)
 
 
+# what IPython prints where it could not show a traceback (one through a card template's frames: it read the .jinja
+# file as Python), the chain of exceptions then printed as text, its own failure last
+UNSHOWN = "Unexpected exception formatting exception"
+CHAINED_RE = re.compile(r"\n\s*(?:During handling of the above exception, another exception occurred|The above "
+                        r"exception was the direct cause of the following exception):\s*\n")
+
+
+def _said_in_cell(notebook: str | None) -> str:
+    """The error the failed cell of the `notebook` text printed as text where the kernel sent no error output: the
+    last lines, below its frames, of the last traceback there (of the one before IPython's own); "" if none."""
+    cells = json.loads(notebook)["cells"] if notebook else []
+    failed = next((c for c in cells if c.get("metadata", {}).get("papermill", {}).get("exception")), {})
+    text = "".join("".join(o.get("text", "")) for o in failed.get("outputs", []) if o.get("output_type") == "stream")
+    start = text.find("Traceback (most recent call last):")
+    tracebacks = CHAINED_RE.split(text[start:]) if start >= 0 else []
+    if UNSHOWN in text and len(tracebacks) > 1:
+        tracebacks.pop()  # (IPython's own failure)
+    lines = (tracebacks[-1] if tracebacks else "").rstrip().splitlines()
+    frames = [i for i, line in enumerate(lines) if line[:1].isspace()]
+    return "\n".join(lines[frames[-1] + 1:]) if frames else ""
+
+
 def _disk_full(exc: BaseException, run: RunDir) -> Path | None:
     """The path on a full disk `exc` names (this process's OSError, or a kernel's as papermill reports it), else the
     run directory; None where `exc` is not a full disk (ENOSPC)."""
@@ -152,9 +174,13 @@ def _failure_message(name: str, output: Path, exc: Exception, run: RunDir, unsav
     if cell is not None:  # the stage it was in, where its kernel could not record its end (a full disk)
         stages = (Manifest(run).read().get("stages") or {}).items()
         where += next((f", stage {stage}" for stage, entry in reversed(stages) if entry.get("status") == "running"), "")
+    error = f"{getattr(exc, 'ename', type(exc).__name__)}: {getattr(exc, 'evalue', str(exc))}"
+    if getattr(exc, "evalue", None) == "" and not getattr(exc, "traceback", None):  # the cell has no error output
+        said = _said_in_cell(executed)
+        error = f"{said} (from the text of the cell's output: the kernel gave no message)" if said else \
+            f"{error}the kernel gave no message: the cell's output in the executed notebook shows what it printed"
     full = _disk_full(exc, run)
-    return (f"Notebook {name} failed at {where}: {getattr(exc, 'ename', type(exc).__name__)}: "
-            f"{getattr(exc, 'evalue', str(exc))}\n"
+    return (f"Notebook {name} failed at {where}: {error}\n"
             + (f"The disk is full: {free_space(full)}; {what_is_kept(Manifest(run))}.\n" if full else "") + saved)
 
 
@@ -288,7 +314,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
                     message += (f"\nThe run directory could not record the failure ({type(unwritable).__name__}: "
                                 f"{unwritable})" + (" either." if full and _disk_full(exc, run) else
                                                     f": {fix}, then run the same command to continue."))
-                print(f"repro run: FAILED\n{message}", file=sys.stderr)
+                print(printable(f"repro run: FAILED\n{message}"), file=sys.stderr)  # (the kernel's: a record's text)
                 return 1
             manifest.notebook_status(name, "done", executed=str(output.relative_to(run.root)))
             if not log_output:
