@@ -343,7 +343,7 @@ def test_no_disagreement_is_said_in_a_sentence(compared):
 
 def test_the_summary_table_shows_the_names_in_a_reason_as_they_are(published, tmp_path):
     # the notebook's summary table (a pandas table: no Markdown) showed the reason scores were not compared as the
-    # verdict (Markdown) escapes it: a column "a $1 | *b* _c_ <d> `e`" as "a \\$1 | *b* _c_ &lt;d&gt; &#96;e&#96;"
+    # verdict (Markdown) escapes it: a column "a $1 | *b* _c_ <d> `e`" shown with its $, *, _, <, ` escaped
     odd = "a $1 | *b* _c_ <d> `e`"
     rows = [{**{k: v for k, v in r.items() if k != "score_chosen"}, odd: "x", "score $ chosen": r["score_chosen"]}
             for r in published["rows"]]
@@ -352,7 +352,7 @@ def test_the_summary_table_shows_the_names_in_a_reason_as_they_are(published, tm
     said = compare.summary_table(result)["value"][("scores", "not compared")]
     assert said.startswith(f"The reference lacks score_chosen (its columns: {', '.join(rows[0])}); its `score $ chosen` "
                            f"may be `score_chosen` renamed: rename it back. Scores cannot be compared"), said
-    assert "a \\$1 | *b* _c_ &lt;d&gt; &#96;e&#96;" in result["verdict"]  # (Markdown: escaped, shown as text)
+    assert "a \\$1 | \\*b\\* \\_c\\_ &lt;d&gt; &#96;e&#96;" in result["verdict"]  # (Markdown: escaped, as text)
 
 
 def test_text_from_the_data_never_becomes_html_in_the_verdict(published, tmp_path):
