@@ -81,38 +81,47 @@ Parameters = shape("Parameters", **{k: json_type(field.annotation) for schema in
 Notebook = shape("Notebook", status=str | None, error=str | None, executed=str | None, parameters=Parameters | None)
 Family = TypedDict("Family", {"member": str, "name": str, "index": NotRequired[int], "grid": NotRequired[Mapping]})
 Cache = dict[str, int | list[str]]  # (cache.CacheCounts: counts, the damaged entries' names)
-# each stage's fields, and generation's record (the names differ)
-Stage = shape("Stage", error=str | None, cache=Cache, batch_tokens_used=dict[Digits, int],
-              candidates_per_row=dict[Digits, int],
-              tie_rule=str | None, **dict.fromkeys(("prompts", "prompts_computed", "prompts_resumed",
-                                                    "prompts_generated"), int))
+# each stage's fields, generation's record, the scorer's and each further scorer's (`scorers`): the names differ
+Stage = shape("Stage", error=str | None, status=str, code=str, cache=Cache, batch_tokens_used=dict[Digits, int],
+              candidates_per_row=dict[Digits, int], tie_rule=str | None, limits_from=dict[str, str | None],
+              stand_in=bool, decides_pairs=bool, batch_tokens=int | None,
+              **dict.fromkeys(("model", "policy_model", "kind", "name", "column"), str),
+              **dict.fromkeys(("backend", "device", "dtype"), str | None),
+              **dict.fromkeys(("source_maxlength", "candidate_maxlength", "max_length"), int | None),
+              **dict.fromkeys(("prompts", "prompts_computed", "prompts_resumed", "prompts_generated", "chunks_resumed",
+                               "batch_tokens_unknown", "rows_truncated"), int))
 Manifest = shape(
     "Manifest", status=str | None, project=str | None, parameters=Parameters, notebooks=dict[str, Notebook],
     outputs=dict[str, shape("Output", True, sha256=str, bytes=int)], family=Family | None,
-    stages=dict[str, Stage], counts=dict[str, int | None], generation=Stage | None,
-    scorer=shape("Scorer", model=str, limits_from=dict[str, str | None], cache=Cache, rows_truncated=int) | None,
-    scorers=list[shape("Scored", rows_truncated=int)],
+    stages=dict[str, Stage], counts=dict[str, int | None], generation=Stage | None, scorer=Stage | None,
+    scorers=list[Stage],
     subject=shape("Subject", True, dataset=str | None), dataset=shape("Dataset", split=str),
     environment=shape("Environment", packages=dict[str, str | None], git=Mapping,
                       lock=shape("Lock", sha256=str | None)),
     members=list[str] | dict[str, Mapping], family_name=str | None)
 
 Test = shape("Test", statistic=Number, pvalue=Number, spearman=Number, positive=int, negative=int)
-Block = dict[str, Number | list[Number]]  # (a score's or the margin's statistics)
+Interval = row(Number, Number) | None  # (a 95% interval: none of too few rows)
+Block = shape("Block", mean_ci95=Interval, median_ci95=Interval, **dict.fromkeys(  # (a score's or the margin's)
+    ("mean", "std", "median", "q25", "q75", "min", "max", "skewness", "kurtosis"), Number))
 Count = shape("Count", True, count=int, fraction=Number)
 # metrics.json: the keys the card reads without a default required (02_analyze writes each in every record: a
 # length's facts of why it was not measured where that is their `cause`)
 Metrics = shape(
     "Metrics", n=Required[int], n_excluded=int, excluded_reasons=dict[str, int], score_chosen=Block,
-    score_rejected=Block, margin=Block, dataset=shape("Analysed", split=str, scores_sha256=str),
-    margin_sign=dict[str, dict[str, Number]], tests=dict[str, Test], effect_size=dict[str, Number],
+    score_rejected=Block, margin=Block, dataset=shape("Analysed", split=str, scores_sha256=str), scorer=Stage | None,
+    margin_sign=shape("MarginSign", counts=dict[str, int], fractions=dict[str, Number]), ties=int,
+    tests=dict[str, Test], effect_size=dict[str, Number],
     correlation=dict[str, Test], bootstrap=Mapping,
     agreement=shape("Agreement", primary=str | None, pairs=list[shape(  # (several scorers': each pair of them)
         "ScorerPair", True, scorers=row(str, str), rows=int, same_chosen=Count, same_rejected=Count,
         kendall_tau=shape("Tau", True, mean=Number, median=Number, undefined=int),
         margin_correlation=shape("Margins", pearson=Test, spearman=Test))]),
-    invariants=shape("Invariants", sign_order_fails=int, candidate_scores=shape(
-        "CandidateScores", rows=int, antisymmetry_holds_among_two_candidate_rows=int) | None),
+    invariants=shape("Invariants", expected_to_hold=bool, selection=str, **dict.fromkeys(
+        ("sign_order_fails", "antisymmetry_holds", "inversions"), int), candidate_scores=shape(
+        "CandidateScores", candidates_per_row=shape("PerRow", min=int, max=int), **dict.fromkeys(
+            ("rows", "sum_to_zero_holds", "two_candidate_rows", "antisymmetry_holds_among_two_candidate_rows",
+             "chosen_is_best_and_rejected_is_worst"), int)) | None),
     length=when("cause", "Length", {"no_column": dict(columns=list[str]), "not_text": dict(column=str, type=str)},
                 n=int, margin_vs_length_difference=dict[str, shape("Rho", True, spearman=Number, pvalue=Number)],
                 chosen_longer_test=dict[str, shape("SignTest", True, positive=int, negative=int, pvalue=Number)],
