@@ -21,6 +21,7 @@ from repro.errors import DataError
 from repro.manifest import Manifest
 from repro.parameters import AnalyzeParams, CardParams, build
 from repro.paths import RunDir
+from repro.records import FINGERPRINT, checked
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "params" / "demo.yaml"
@@ -55,13 +56,17 @@ def repro(capsys, *args) -> tuple[int, str, str]:
      'holds "x" as its scorers[0]["batch_tokens_used"]["512"] where a whole number belongs'),
     (lambda m: m["scorer"].update(stand_in="no"), 'holds "no" as its scorer["stand_in"] where true or false belongs'),
     (lambda m: m.update(generation={"policy_model": 3}),
-     'holds 3 as its generation["policy_model"] where text belongs')])
+     'holds 3 as its generation["policy_model"] where text belongs'),
+    (lambda m: m["scorer"]["cache"].update(damaged=["ab12", 3]),
+     'holds 3 as its scorer["cache"]["damaged"][1] where text belongs')])
 def test_a_damaged_manifest_stops_each_command_with_one_line_naming_it_and_the_place(demo_run_copy, capsys, change,
                                                                                       said):
     # outputs' values as strings: `repro run --check` raised AttributeError ('str' object has no attribute 'get'), a
     # budget that is no number stopped 03_card (int("high")), an unknown output_format --check (a KeyError), a subject
     # as a string both (string indices must be integers); the scorer's budget that is no number 03_card too (int("abc"))
-    # and a further scorer's, a stand-in said as text or a policy as a number went into the card as they were
+    # and a further scorer's, a stand-in said as text or a policy as a number went into the card as they were; of a
+    # union (a cache's figure: a count or the damaged entries' names), the error of the member tried first was said
+    # ("holds a list as its scorer["cache"]["damaged"] where a whole number belongs"), not the one that goes furthest in
     manifest = demo_run_copy / "manifest.json"
     edit(manifest, change)
     error = f"repro run: error: {manifest} {said}{NOT_A_RECORD} was written.\n"
@@ -118,16 +123,29 @@ METRICS_FIX = (", not what 02_analyze writes: run notebooks/02_analyze.ipynb aga
      'holds "yes" as its invariants["expected_to_hold"] where true or false belongs'),
     (("invariants", "selection"), 5, 'holds 5 as its invariants["selection"] where text belongs'),
     (("score_chosen", "mean"), [1], 'holds a list as its score_chosen["mean"] where a number belongs'),
+    (("margin", "mean_ci95"), ["a", 1], 'holds "a" as its margin["mean_ci95"][0] where a number belongs'),
+    (("margin", "mean_ci95"), [1, 2, 3], 'holds 3 items as its margin["mean_ci95"] where at most 2 belong'),
+    (("margin", "median_ci95"), [1], 'holds 1 item as its margin["median_ci95"] where at least 2 belong'),
     (("effect_size", "cohens_dz"), "big", 'holds "big" as its effect_size["cohens_dz"] where a number belongs')])
 def test_a_metrics_json_holding_another_type_where_the_card_reads_stops_03_card_naming_it(demo_run_copy, place, value,
                                                                                           said):
     # ties as text left the ties row out of the card unsaid (n as text was an error), the invariants' counts and
     # flags as text left their checks out or went into the card as they were, a mean as a list left the means out;
+    # an interval's wrong entry was said as "a list" where the list was what belonged, its length in pydantic's words
     metrics = demo_run_copy / "metrics.json"
     edit(metrics, lambda m: forge(m, place, value))
     with pytest.raises(DataError) as refused:
         render_body(gather_facts(build(CardParams, {"run_dir": str(demo_run_copy)})))
     assert str(refused.value) == f"{metrics} {said}{METRICS_FIX}"
+
+
+def test_a_damaged_digest_is_said_as_text_of_the_form_repro_writes(demo_run_copy):
+    # a digest not of hex digits was said to be where "a number belongs"
+    path = demo_run_copy / "work" / "scoring" / "fingerprint.json"
+    data = {**json.loads(path.read_text()), "digest": "../x"}
+    with pytest.raises(DataError) as refused:
+        checked(path, data, FINGERPRINT, "set aside")
+    assert str(refused.value) == f'{path} holds "../x" as its digest where text of the form repro writes belongs, set aside'
 
 
 @pytest.fixture(scope="module")

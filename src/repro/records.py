@@ -10,16 +10,17 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, TypeAdapter, ValidationError
 from typing_extensions import NotRequired, Required, TypedDict, is_typeddict
 
-from .errors import DataError
+from .errors import DataError, counted
 from .parameters import SCHEMAS
 
 Number = float | None  # (a NaN or an infinity is written null)
 Mapping = dict[str, Any]
-Digits = Annotated[str, Field(pattern=r"^\d+$")]
+DIGITS = r"^\d+$"
+Digits = Annotated[str, Field(pattern=DIGITS)]
 HELD = {"dict": "a mapping", "list": "a list"}
 WANTED = {"dict_type": "a mapping", "list_type": "a list", "string_type": "text", "int_type": "a whole number",
-          "float_type": "a number", "bool_type": "true or false", "string_pattern_mismatch": "a number",
-          "tuple_type": "a list"}
+          "float_type": "a number", "bool_type": "true or false", "tuple_type": "a list"}
+SIZES = {"too_long": "at most {max_length}", "too_short": "at least {min_length}"}  # (a list's items)
 
 
 def json_type(annotation: Any) -> Any:
@@ -224,29 +225,40 @@ def holds(shape: TypeAdapter, data: Any) -> bool:
 
 def checked(path: Path, data: Any, shape: TypeAdapter, fix: str) -> Any:
     """`data`, read from the record `path`, where it has the `shape` repro writes it in; else a DataError naming the
-    file and the first place in it that is not so, then saying `fix` (what the record is not, what to do)."""
+    file and a place in it that is not so (`wrong`), then saying `fix` (what the record is not, what to do)."""
     try:
         shape.validate_python(data, strict=True)
     except ValidationError as exc:
-        raise DataError(f"{path} {wrong(data, exc.errors()[0])}, {fix}") from None
+        raise DataError(f"{path} {wrong(data, exc.errors())}, {fix}") from None
     return data
 
 
-def wrong(data: Any, err: dict[str, Any]) -> str:
-    """What pydantic's error `err` says of `data`: the value held, where (JSON keys: control characters escaped), what
-    belongs there."""
-    keys, value = [], data
-    for part in err["loc"]:  # (pydantic names the member of a union tried too)
-        if isinstance(value, dict) and part in value or isinstance(value, list) and isinstance(part, int):
-            keys.append(part)
-            value = value[part]
+def wrong(data: Any, errors: list[dict[str, Any]]) -> str:
+    """What pydantic's `errors` say of `data`, of the first that goes furthest into it (a union's members each have
+    one): the value held, where (JSON keys: control characters escaped), what belongs there."""
+    def place(err: dict[str, Any]) -> tuple[list[Any], Any]:
+        keys, value = [], data
+        for part in err["loc"]:  # (pydantic names the member of a union tried too)
+            if isinstance(value, dict) and part in value or isinstance(value, list) and isinstance(part, int) and \
+                    part < len(value):
+                keys.append(part)
+                value = value[part]
+        return keys, value
+    (keys, value), err = max(((place(err), err) for err in errors), key=lambda found: len(found[0][0]))
     if key := err["loc"][-1:] == ("[key]",):  # a key of the mapping held there
         keys, value = keys[:-1], keys[-1]
     where = "".join(f"[{json.dumps(k)}]" if i else str(k) if str(k).isidentifier() else json.dumps(k)
                     for i, k in enumerate(keys))
-    if err["type"] == "missing":
+    size = SIZES.get(err["type"], "").format(**err.get("ctx", {}))
+    if err["type"] == "missing" and isinstance(err["loc"][-1], int):  # a list's item (a row's)
+        size = f"at least {err['loc'][-1] + 1}"
+    elif err["type"] == "missing":
         return f"holds no {json.dumps(err['loc'][-1])}" + f" in its {where}" * bool(where)
     shown = json.dumps(value)
-    held = HELD.get(type(value).__name__) or (shown if len(shown) <= 40 else f"{shown[:37]}...")
-    wanted = WANTED.get(err["type"]) or err["msg"].removeprefix("Input should be ")
-    return f"holds {held}" + f" as {'a key of ' * key}its {where}" * bool(where) + f" where {wanted} belongs"
+    held = counted(len(value), "item") if size else HELD.get(type(value).__name__) or (
+        shown if len(shown) <= 40 else f"{shown[:37]}...")
+    wanted = size or WANTED.get(err["type"]) or err["msg"].removeprefix("Input should be ")
+    if err["type"] == "string_pattern_mismatch":
+        wanted = "a number" if err["ctx"]["pattern"] == DIGITS else "text of the form repro writes"
+    return f"holds {held}" + f" as {'a key of ' * key}its {where}" * bool(where) + f" where {wanted} belong" + \
+        "s" * (not size)
