@@ -148,9 +148,9 @@ NOTES = {  # the notes the card words (note_facts: [note, *its facts]), the type
     "few_rows_note": (dict[Literal["scores", "margin", "chosen", "rejected"], int], int),
     "splits_note": (shape("Splits", True, **dict.fromkeys(get_args(Side), Any)), dict[Side, Any]),
     "pairs_note": (Any, list[row(Side, Columns, Columns, dict[str, Any])] | None)}
-Note = Annotated[Union[(*(Annotated[row(Literal[k], *facts), Tag(k)] for k, facts in NOTES.items()),
-                        Annotated[list, Tag("")])],  # (another note: one the card does not word)
-                 Discriminator(lambda v: next((k for k in NOTES if isinstance(v, list) and v[:1] == [k]), ""))]
+CompareNote = Annotated[Union[(*(Annotated[row(Literal[k], *facts), Tag(k)] for k, facts in NOTES.items()),
+                               Annotated[list, Tag("")])],  # (another note: one the card does not word)
+                        Discriminator(lambda v: next((k for k in NOTES if isinstance(v, list) and v[:1] == [k]), ""))]
 PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
 Pairs = when("available", "Pairs", {True: dict(
     categories=shape("Categories", **dict.fromkeys(PAIR_CATEGORIES, Required[int]), reranked=int),
@@ -171,7 +171,7 @@ Slice = when("located", "Slice", {True: dict(
                                    dropped=NotRequired[Rows]),
              **dict.fromkeys(("located", "repeated", "not_in_source"), int))
 Compare = shape(
-    "Compare", verdict=str, note_facts=list[Note], slice=Slice | None,
+    "Compare", verdict=str, note_facts=list[CompareNote], slice=Slice | None,
     reference=Required[shape("Reference", True, specs=list[str], split=str, rows=int,
                              commits=NotRequired[dict[str, str]])],
     candidate=Required[shape("Candidate", split=Required[str], specs=list[str], rows=int, commits=dict[str, str])],
@@ -196,11 +196,11 @@ Fingerprint = TypedDict("Fingerprint", {"digest": Annotated[str, Field(pattern="
                                         "fingerprint": NotRequired[shape("Stored", work=Mapping)]})
 # a chunk's note (jobs.run_chunked_with_stats): rows from the row cache, prompts per budget (an older repro's: those)
 Budgets = dict[Digits, int]
-Note = TypedDict("Note", {"rows_from_cache": int, "made_with": NotRequired[Budgets]})
+ChunkNote = TypedDict("ChunkNote", {"rows_from_cache": int, "made_with": NotRequired[Budgets]})
 MANIFEST, CARD_METRICS, CARD_COMPARE = TypeAdapter(Manifest), TypeAdapter(Metrics), TypeAdapter(Compare)
 METRICS, COMPARE = TypeAdapter(lenient(Metrics)), TypeAdapter(lenient(Compare))  # (05_family's: no key required)
 SELFCHECK, FAMILY_VIEW = TypeAdapter(Selfcheck), TypeAdapter(FamilyView)
-FINGERPRINT, NOTE = TypeAdapter(Fingerprint), TypeAdapter(Note | Budgets)
+FINGERPRINT, NOTE = TypeAdapter(Fingerprint), TypeAdapter(ChunkNote | Budgets)
 METRICS_FIX = ("not what 02_analyze writes: run notebooks/02_analyze.ipynb again on this run, or delete the file "
                "(a card then leaves the statistics out).")
 COMPARE_FIX = "not what 04_compare writes: run notebooks/04_compare.ipynb again on this run, or delete the file."
