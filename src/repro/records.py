@@ -201,9 +201,14 @@ MANIFEST, CARD_METRICS, CARD_COMPARE = TypeAdapter(Manifest), TypeAdapter(Metric
 METRICS, COMPARE = TypeAdapter(lenient(Metrics)), TypeAdapter(lenient(Compare))  # (05_family's: no key required)
 SELFCHECK, FAMILY_VIEW = TypeAdapter(Selfcheck), TypeAdapter(FamilyView)
 FINGERPRINT, NOTE = TypeAdapter(Fingerprint), TypeAdapter(ChunkNote | Budgets)
-METRICS_FIX = ("not what 02_analyze writes: run notebooks/02_analyze.ipynb again on this run, or delete the file "
-               "(a card then leaves the statistics out).")
-COMPARE_FIX = "not what 04_compare writes: run notebooks/04_compare.ipynb again on this run, or delete the file."
+
+
+def redo(notebook: str, on: str = "this run", then: str = "") -> str:
+    """What a record not in the shape `notebook` writes it in is, what to do (`then`: what deleting it leaves out)."""
+    return f"not what {notebook} writes: run notebooks/{notebook}.ipynb again on {on}, or delete the file{then}."
+
+
+METRICS_FIX, COMPARE_FIX = redo("02_analyze", then=" (a card then leaves the statistics out)"), redo("04_compare")
 
 
 def read_record(path: Path, shape: TypeAdapter, fix: str, missing: Any = None) -> Any:
