@@ -749,17 +749,35 @@ def test_the_family_view_of_a_damaged_members_record_names_that_file_and_says_to
 
 @pytest.mark.parametrize("name, damaged, said", [
     ("metrics.json", {"agreement": "x"},
-     'holds "x" as its agreement where a mapping belongs, not what 02_analyze writes: run notebooks/02_analyze'),
-    ("compare.json", ["same"], "holds a list where a mapping belongs, not what 04_compare writes: run notebooks/04")])
+     'holds "x" as its agreement where a mapping belongs, not what 02_analyze writes: run notebooks/02_analyze.ipynb '
+     "again on that member, or delete the file (05_family then leaves its scorers' agreement out)."),
+    ("compare.json", ["same"], "holds a list where a mapping belongs, not what 04_compare writes: run notebooks/"
+     "04_compare.ipynb again on that member, or delete the file (05_family then leaves its verdict out).")])
 def test_the_family_view_of_a_members_damaged_metrics_or_comparison_names_that_file(tmp_path, name, damaged, said):
     # 05_family read a member's metrics.json and compare.json as they were: an AttributeError ('str' object has no
-    # attribute 'get', 'list' object ...)
+    # attribute 'get', 'list' object ...); then its error said what to do in the card's words ("a card then leaves
+    # the statistics out"); deleting the file, as said, leaves that out of the view
     root = tmp_path / "fam"
     _member(root, "a", 0, [0.1, 0.3], {"seed": 0}, {"rows_computed": 2, "rows_from_cache": 0})
     (root / "a" / name).write_text(json.dumps(damaged))
-    with pytest.raises(DataError, match=re.escape(f"{root / 'a' / name} {said}")):
+    with pytest.raises(DataError) as refused:
         family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert str(refused.value) == f"{root / 'a' / name} {said}"
     assert not (root / "family.json").exists()
+    (root / "a" / name).unlink()
+    a, = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100)).summary["members"]
+    assert (a["agreement_same_chosen"], a["verdict"]) == ({}, None)
+
+
+def test_the_family_view_leaves_out_a_pair_of_scorers_its_member_does_not_name(tmp_path):
+    # a member's metrics.json whose pair of scorers lacked `scorers` stopped 05_family with KeyError: 'scorers'
+    root = tmp_path / "fam"
+    _member(root, "a", 0, [0.1, 0.3], {"seed": 0}, {"rows_computed": 2, "rows_from_cache": 0})
+    (root / "a" / "metrics.json").write_text(json.dumps({"agreement": {"primary": "primary", "pairs": [
+        {"same_chosen": {"count": 1, "fraction": 0.5}},
+        {"scorers": ["primary", "rm"], "same_chosen": {"count": 2, "fraction": 1.0}}]}}))
+    a, = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100)).summary["members"]
+    assert a["agreement_same_chosen"] == {"rm": 1.0}
 
 
 def test_the_family_view_reads_a_last_view_naming_its_members_otherwise_as_none(tmp_path):

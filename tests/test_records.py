@@ -21,6 +21,7 @@ from repro.errors import DataError
 from repro.manifest import Manifest
 from repro.parameters import AnalyzeParams, CardParams, build
 from repro.paths import RunDir
+from repro.records import FINGERPRINT, checked
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "params" / "demo.yaml"
@@ -48,12 +49,24 @@ def repro(capsys, *args) -> tuple[int, str, str]:
     (lambda m: m["stages"]["score"].update(batch_tokens_used={"high": 40}),
      'holds "high" as a key of its stages["score"]["batch_tokens_used"] where a number belongs'),
     (lambda m: m["parameters"].update(output_format=5), 'holds 5 as its parameters["output_format"] where text belongs'),
-    (lambda m: m.update(subject="demo"), 'holds "demo" as its subject where a mapping belongs')])
+    (lambda m: m.update(subject="demo"), 'holds "demo" as its subject where a mapping belongs'),
+    (lambda m: m["scorer"].update(batch_tokens_used={"abc": 5}),
+     'holds "abc" as a key of its scorer["batch_tokens_used"] where a number belongs'),
+    (lambda m: m.update(scorers=[{"name": "rm", "batch_tokens_used": {"512": "x"}}]),
+     'holds "x" as its scorers[0]["batch_tokens_used"]["512"] where a whole number belongs'),
+    (lambda m: m["scorer"].update(stand_in="no"), 'holds "no" as its scorer["stand_in"] where true or false belongs'),
+    (lambda m: m.update(generation={"policy_model": 3}),
+     'holds 3 as its generation["policy_model"] where text belongs'),
+    (lambda m: m["scorer"]["cache"].update(damaged=["ab12", 3]),
+     'holds 3 as its scorer["cache"]["damaged"][1] where text belongs')])
 def test_a_damaged_manifest_stops_each_command_with_one_line_naming_it_and_the_place(demo_run_copy, capsys, change,
                                                                                       said):
     # outputs' values as strings: `repro run --check` raised AttributeError ('str' object has no attribute 'get'), a
     # budget that is no number stopped 03_card (int("high")), an unknown output_format --check (a KeyError), a subject
-    # as a string both (string indices must be integers)
+    # as a string both (string indices must be integers); the scorer's budget that is no number 03_card too (int("abc"))
+    # and a further scorer's, a stand-in said as text or a policy as a number went into the card as they were; of a
+    # union (a cache's figure: a count or the damaged entries' names), the error of the member tried first was said
+    # ("holds a list as its scorer["cache"]["damaged"] where a whole number belongs"), not the one that goes furthest in
     manifest = demo_run_copy / "manifest.json"
     edit(manifest, change)
     error = f"repro run: error: {manifest} {said}{NOT_A_RECORD} was written.\n"
@@ -89,6 +102,50 @@ def test_03_card_alone_stops_at_metrics_json_naming_the_place_that_is_no_number(
         edit(metrics, lambda m: m[block][name].update({key: value}))
         with pytest.raises(DataError, match=re.escape(f'{metrics} holds {held} as its {block}["{name}"]["{key}"]')):
             gather_facts(build(CardParams, {"run_dir": str(demo_run_copy)}))
+
+
+METRICS_FIX = (", not what 02_analyze writes: run notebooks/02_analyze.ipynb again on this run, or delete the file (a "
+               "card then leaves the statistics out).")
+
+
+@pytest.mark.parametrize("place, value, said", [
+    (("ties",), "x", 'holds "x" as its ties where a whole number belongs'),
+    (("invariants", "inversions"), "x", 'holds "x" as its invariants["inversions"] where a whole number belongs'),
+    (("invariants", "candidate_scores", "two_candidate_rows"), "x",
+     'holds "x" as its invariants["candidate_scores"]["two_candidate_rows"] where a whole number belongs'),
+    (("invariants", "candidate_scores", "sum_to_zero_holds"), 1.5,
+     'holds 1.5 as its invariants["candidate_scores"]["sum_to_zero_holds"] where a whole number belongs'),
+    (("invariants", "candidate_scores", "candidates_per_row", "min"), "3",
+     'holds "3" as its invariants["candidate_scores"]["candidates_per_row"]["min"] where a whole number belongs'),
+    (("margin_sign", "counts", "zero"), "x",
+     'holds "x" as its margin_sign["counts"]["zero"] where a whole number belongs'),
+    (("invariants", "expected_to_hold"), "yes",
+     'holds "yes" as its invariants["expected_to_hold"] where true or false belongs'),
+    (("invariants", "selection"), 5, 'holds 5 as its invariants["selection"] where text belongs'),
+    (("score_chosen", "mean"), [1], 'holds a list as its score_chosen["mean"] where a number belongs'),
+    (("margin", "mean_ci95"), ["a", 1], 'holds "a" as its margin["mean_ci95"][0] where a number belongs'),
+    (("margin", "mean_ci95"), [1, 2, 3], 'holds 3 items as its margin["mean_ci95"] where at most 2 belong'),
+    (("margin", "median_ci95"), [1], 'holds 1 item as its margin["median_ci95"] where at least 2 belong'),
+    (("effect_size", "cohens_dz"), "big", 'holds "big" as its effect_size["cohens_dz"] where a number belongs')])
+def test_a_metrics_json_holding_another_type_where_the_card_reads_stops_03_card_naming_it(demo_run_copy, place, value,
+                                                                                          said):
+    # ties as text left the ties row out of the card unsaid (n as text was an error), the invariants' counts and
+    # flags as text left their checks out or went into the card as they were, a mean as a list left the means out;
+    # an interval's wrong entry was said as "a list" where the list was what belonged, its length in pydantic's words
+    metrics = demo_run_copy / "metrics.json"
+    edit(metrics, lambda m: forge(m, place, value))
+    with pytest.raises(DataError) as refused:
+        render_body(gather_facts(build(CardParams, {"run_dir": str(demo_run_copy)})))
+    assert str(refused.value) == f"{metrics} {said}{METRICS_FIX}"
+
+
+def test_a_damaged_digest_is_said_as_text_of_the_form_repro_writes(demo_run_copy):
+    # a digest not of hex digits was said to be where "a number belongs"
+    path = demo_run_copy / "work" / "scoring" / "fingerprint.json"
+    data = {**json.loads(path.read_text()), "digest": "../x"}
+    with pytest.raises(DataError) as refused:
+        checked(path, data, FINGERPRINT, "set aside")
+    assert str(refused.value) == f'{path} holds "../x" as its digest where text of the form repro writes belongs, set aside'
 
 
 @pytest.fixture(scope="module")

@@ -181,7 +181,7 @@ def note_path(work_dir: Path, index: int) -> Path:
 def read_note(work_dir: str | Path, index: int, what: str = "made_with") -> Any:
     """What chunk `index` was made with (`run_chunked_with_stats`' `note`; `what="rows_from_cache"`: the rows the row
     cache gave it), or None: not kept (an older repro's note keeps what it was made with alone), unreadable, or not in
-    the shape repro writes it in (records.Note: the budgets of a damaged one are not known)."""
+    the shape repro writes it in (records.ChunkNote: the budgets of a damaged one are not known)."""
     with contextlib.suppress(OSError, ValueError):
         kept = json.loads(note_path(Path(work_dir), index).read_text(encoding="utf-8"))
         if holds(NOTE, kept):

@@ -10,16 +10,17 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, TypeAdapter, ValidationError
 from typing_extensions import NotRequired, Required, TypedDict, is_typeddict
 
-from .errors import DataError
+from .errors import DataError, counted
 from .parameters import SCHEMAS
 
 Number = float | None  # (a NaN or an infinity is written null)
 Mapping = dict[str, Any]
-Digits = Annotated[str, Field(pattern=r"^\d+$")]
+DIGITS = r"^\d+$"
+Digits = Annotated[str, Field(pattern=DIGITS)]
 HELD = {"dict": "a mapping", "list": "a list"}
 WANTED = {"dict_type": "a mapping", "list_type": "a list", "string_type": "text", "int_type": "a whole number",
-          "float_type": "a number", "bool_type": "true or false", "string_pattern_mismatch": "a number",
-          "tuple_type": "a list"}
+          "float_type": "a number", "bool_type": "true or false", "tuple_type": "a list"}
+SIZES = {"too_long": "at most {max_length}", "too_short": "at least {min_length}"}  # (a list's items)
 
 
 def json_type(annotation: Any) -> Any:
@@ -81,38 +82,47 @@ Parameters = shape("Parameters", **{k: json_type(field.annotation) for schema in
 Notebook = shape("Notebook", status=str | None, error=str | None, executed=str | None, parameters=Parameters | None)
 Family = TypedDict("Family", {"member": str, "name": str, "index": NotRequired[int], "grid": NotRequired[Mapping]})
 Cache = dict[str, int | list[str]]  # (cache.CacheCounts: counts, the damaged entries' names)
-# each stage's fields, and generation's record (the names differ)
-Stage = shape("Stage", error=str | None, cache=Cache, batch_tokens_used=dict[Digits, int],
-              candidates_per_row=dict[Digits, int],
-              tie_rule=str | None, **dict.fromkeys(("prompts", "prompts_computed", "prompts_resumed",
-                                                    "prompts_generated"), int))
+# each stage's fields, generation's record, the scorer's and each further scorer's (`scorers`): the names differ
+Stage = shape("Stage", error=str | None, status=str, code=str, cache=Cache, batch_tokens_used=dict[Digits, int],
+              candidates_per_row=dict[Digits, int], tie_rule=str | None, limits_from=dict[str, str | None],
+              stand_in=bool, decides_pairs=bool, batch_tokens=int | None,
+              **dict.fromkeys(("model", "policy_model", "kind", "name", "column"), str),
+              **dict.fromkeys(("backend", "device", "dtype"), str | None),
+              **dict.fromkeys(("source_maxlength", "candidate_maxlength", "max_length"), int | None),
+              **dict.fromkeys(("prompts", "prompts_computed", "prompts_resumed", "prompts_generated", "chunks_resumed",
+                               "batch_tokens_unknown", "rows_truncated"), int))
 Manifest = shape(
     "Manifest", status=str | None, project=str | None, parameters=Parameters, notebooks=dict[str, Notebook],
     outputs=dict[str, shape("Output", True, sha256=str, bytes=int)], family=Family | None,
-    stages=dict[str, Stage], counts=dict[str, int | None], generation=Stage | None,
-    scorer=shape("Scorer", model=str, limits_from=dict[str, str | None], cache=Cache, rows_truncated=int) | None,
-    scorers=list[shape("Scored", rows_truncated=int)],
+    stages=dict[str, Stage], counts=dict[str, int | None], generation=Stage | None, scorer=Stage | None,
+    scorers=list[Stage],
     subject=shape("Subject", True, dataset=str | None), dataset=shape("Dataset", split=str),
     environment=shape("Environment", packages=dict[str, str | None], git=Mapping,
                       lock=shape("Lock", sha256=str | None)),
     members=list[str] | dict[str, Mapping], family_name=str | None)
 
 Test = shape("Test", statistic=Number, pvalue=Number, spearman=Number, positive=int, negative=int)
-Block = dict[str, Number | list[Number]]  # (a score's or the margin's statistics)
+Interval = row(Number, Number) | None  # (a 95% interval: none of too few rows)
+Block = shape("Block", mean_ci95=Interval, median_ci95=Interval, **dict.fromkeys(  # (a score's or the margin's)
+    ("mean", "std", "median", "q25", "q75", "min", "max", "skewness", "kurtosis"), Number))
 Count = shape("Count", True, count=int, fraction=Number)
 # metrics.json: the keys the card reads without a default required (02_analyze writes each in every record: a
 # length's facts of why it was not measured where that is their `cause`)
 Metrics = shape(
     "Metrics", n=Required[int], n_excluded=int, excluded_reasons=dict[str, int], score_chosen=Block,
-    score_rejected=Block, margin=Block, dataset=shape("Analysed", split=str, scores_sha256=str),
-    margin_sign=dict[str, dict[str, Number]], tests=dict[str, Test], effect_size=dict[str, Number],
+    score_rejected=Block, margin=Block, dataset=shape("Analysed", split=str, scores_sha256=str), scorer=Stage | None,
+    margin_sign=shape("MarginSign", counts=dict[str, int], fractions=dict[str, Number]), ties=int,
+    tests=dict[str, Test], effect_size=dict[str, Number],
     correlation=dict[str, Test], bootstrap=Mapping,
     agreement=shape("Agreement", primary=str | None, pairs=list[shape(  # (several scorers': each pair of them)
         "ScorerPair", True, scorers=row(str, str), rows=int, same_chosen=Count, same_rejected=Count,
         kendall_tau=shape("Tau", True, mean=Number, median=Number, undefined=int),
         margin_correlation=shape("Margins", pearson=Test, spearman=Test))]),
-    invariants=shape("Invariants", sign_order_fails=int, candidate_scores=shape(
-        "CandidateScores", rows=int, antisymmetry_holds_among_two_candidate_rows=int) | None),
+    invariants=shape("Invariants", expected_to_hold=bool, selection=str, **dict.fromkeys(
+        ("sign_order_fails", "antisymmetry_holds", "inversions"), int), candidate_scores=shape(
+        "CandidateScores", candidates_per_row=shape("PerRow", min=int, max=int), **dict.fromkeys(
+            ("rows", "sum_to_zero_holds", "two_candidate_rows", "antisymmetry_holds_among_two_candidate_rows",
+             "chosen_is_best_and_rejected_is_worst"), int)) | None),
     length=when("cause", "Length", {"no_column": dict(columns=list[str]), "not_text": dict(column=str, type=str)},
                 n=int, margin_vs_length_difference=dict[str, shape("Rho", True, spearman=Number, pvalue=Number)],
                 chosen_longer_test=dict[str, shape("SignTest", True, positive=int, negative=int, pvalue=Number)],
@@ -138,9 +148,9 @@ NOTES = {  # the notes the card words (note_facts: [note, *its facts]), the type
     "few_rows_note": (dict[Literal["scores", "margin", "chosen", "rejected"], int], int),
     "splits_note": (shape("Splits", True, **dict.fromkeys(get_args(Side), Any)), dict[Side, Any]),
     "pairs_note": (Any, list[row(Side, Columns, Columns, dict[str, Any])] | None)}
-Note = Annotated[Union[(*(Annotated[row(Literal[k], *facts), Tag(k)] for k, facts in NOTES.items()),
-                        Annotated[list, Tag("")])],  # (another note: one the card does not word)
-                 Discriminator(lambda v: next((k for k in NOTES if isinstance(v, list) and v[:1] == [k]), ""))]
+CompareNote = Annotated[Union[(*(Annotated[row(Literal[k], *facts), Tag(k)] for k, facts in NOTES.items()),
+                               Annotated[list, Tag("")])],  # (another note: one the card does not word)
+                        Discriminator(lambda v: next((k for k in NOTES if isinstance(v, list) and v[:1] == [k]), ""))]
 PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
 Pairs = when("available", "Pairs", {True: dict(
     categories=shape("Categories", **dict.fromkeys(PAIR_CATEGORIES, Required[int]), reranked=int),
@@ -161,7 +171,7 @@ Slice = when("located", "Slice", {True: dict(
                                    dropped=NotRequired[Rows]),
              **dict.fromkeys(("located", "repeated", "not_in_source"), int))
 Compare = shape(
-    "Compare", verdict=str, note_facts=list[Note], slice=Slice | None,
+    "Compare", verdict=str, note_facts=list[CompareNote], slice=Slice | None,
     reference=Required[shape("Reference", True, specs=list[str], split=str, rows=int,
                              commits=NotRequired[dict[str, str]])],
     candidate=Required[shape("Candidate", split=Required[str], specs=list[str], rows=int, commits=dict[str, str])],
@@ -186,14 +196,19 @@ Fingerprint = TypedDict("Fingerprint", {"digest": Annotated[str, Field(pattern="
                                         "fingerprint": NotRequired[shape("Stored", work=Mapping)]})
 # a chunk's note (jobs.run_chunked_with_stats): rows from the row cache, prompts per budget (an older repro's: those)
 Budgets = dict[Digits, int]
-Note = TypedDict("Note", {"rows_from_cache": int, "made_with": NotRequired[Budgets]})
+ChunkNote = TypedDict("ChunkNote", {"rows_from_cache": int, "made_with": NotRequired[Budgets]})
 MANIFEST, CARD_METRICS, CARD_COMPARE = TypeAdapter(Manifest), TypeAdapter(Metrics), TypeAdapter(Compare)
 METRICS, COMPARE = TypeAdapter(lenient(Metrics)), TypeAdapter(lenient(Compare))  # (05_family's: no key required)
 SELFCHECK, FAMILY_VIEW = TypeAdapter(Selfcheck), TypeAdapter(FamilyView)
-FINGERPRINT, NOTE = TypeAdapter(Fingerprint), TypeAdapter(Note | Budgets)
-METRICS_FIX = ("not what 02_analyze writes: run notebooks/02_analyze.ipynb again on this run, or delete the file "
-               "(a card then leaves the statistics out).")
-COMPARE_FIX = "not what 04_compare writes: run notebooks/04_compare.ipynb again on this run, or delete the file."
+FINGERPRINT, NOTE = TypeAdapter(Fingerprint), TypeAdapter(ChunkNote | Budgets)
+
+
+def redo(notebook: str, on: str = "this run", then: str = "") -> str:
+    """What a record not in the shape `notebook` writes it in is, what to do (`then`: what deleting it leaves out)."""
+    return f"not what {notebook} writes: run notebooks/{notebook}.ipynb again on {on}, or delete the file{then}."
+
+
+METRICS_FIX, COMPARE_FIX = redo("02_analyze", then=" (a card then leaves the statistics out)"), redo("04_compare")
 
 
 def read_record(path: Path, shape: TypeAdapter, fix: str, missing: Any = None) -> Any:
@@ -215,29 +230,40 @@ def holds(shape: TypeAdapter, data: Any) -> bool:
 
 def checked(path: Path, data: Any, shape: TypeAdapter, fix: str) -> Any:
     """`data`, read from the record `path`, where it has the `shape` repro writes it in; else a DataError naming the
-    file and the first place in it that is not so, then saying `fix` (what the record is not, what to do)."""
+    file and a place in it that is not so (`wrong`), then saying `fix` (what the record is not, what to do)."""
     try:
         shape.validate_python(data, strict=True)
     except ValidationError as exc:
-        raise DataError(f"{path} {wrong(data, exc.errors()[0])}, {fix}") from None
+        raise DataError(f"{path} {wrong(data, exc.errors())}, {fix}") from None
     return data
 
 
-def wrong(data: Any, err: dict[str, Any]) -> str:
-    """What pydantic's error `err` says of `data`: the value held, where (JSON keys: control characters escaped), what
-    belongs there."""
-    keys, value = [], data
-    for part in err["loc"]:  # (pydantic names the member of a union tried too)
-        if isinstance(value, dict) and part in value or isinstance(value, list) and isinstance(part, int):
-            keys.append(part)
-            value = value[part]
+def wrong(data: Any, errors: list[dict[str, Any]]) -> str:
+    """What pydantic's `errors` say of `data`, of the first that goes furthest into it (a union's members each have
+    one): the value held, where (JSON keys: control characters escaped), what belongs there."""
+    def place(err: dict[str, Any]) -> tuple[list[Any], Any]:
+        keys, value = [], data
+        for part in err["loc"]:  # (pydantic names the member of a union tried too)
+            if isinstance(value, dict) and part in value or isinstance(value, list) and isinstance(part, int) and \
+                    part < len(value):
+                keys.append(part)
+                value = value[part]
+        return keys, value
+    (keys, value), err = max(((place(err), err) for err in errors), key=lambda found: len(found[0][0]))
     if key := err["loc"][-1:] == ("[key]",):  # a key of the mapping held there
         keys, value = keys[:-1], keys[-1]
     where = "".join(f"[{json.dumps(k)}]" if i else str(k) if str(k).isidentifier() else json.dumps(k)
                     for i, k in enumerate(keys))
-    if err["type"] == "missing":
+    size = SIZES.get(err["type"], "").format(**err.get("ctx", {}))
+    if err["type"] == "missing" and isinstance(err["loc"][-1], int):  # a list's item (a row's)
+        size = f"at least {err['loc'][-1] + 1}"
+    elif err["type"] == "missing":
         return f"holds no {json.dumps(err['loc'][-1])}" + f" in its {where}" * bool(where)
     shown = json.dumps(value)
-    held = HELD.get(type(value).__name__) or (shown if len(shown) <= 40 else f"{shown[:37]}...")
-    wanted = WANTED.get(err["type"]) or err["msg"].removeprefix("Input should be ")
-    return f"holds {held}" + f" as {'a key of ' * key}its {where}" * bool(where) + f" where {wanted} belongs"
+    held = counted(len(value), "item") if size else HELD.get(type(value).__name__) or (
+        shown if len(shown) <= 40 else f"{shown[:37]}...")
+    wanted = size or WANTED.get(err["type"]) or err["msg"].removeprefix("Input should be ")
+    if err["type"] == "string_pattern_mismatch":
+        wanted = "a number" if err["ctx"]["pattern"] == DIGITS else "text of the form repro writes"
+    return f"holds {held}" + f" as {'a key of ' * key}its {where}" * bool(where) + f" where {wanted} belong" + \
+        "s" * (not size)

@@ -24,7 +24,7 @@ from ..manifest import LAST_RUN, Manifest, now
 from ..parameters import FamilyViewParams, code_span, one_line
 from ..exporters import seed_view
 from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir, project_root
-from ..records import COMPARE, COMPARE_FIX, FAMILY_VIEW, METRICS, METRICS_FIX, holds, read_record
+from ..records import COMPARE, FAMILY_VIEW, METRICS, holds, read_record, redo
 from ..sources import load_source
 from ..subject import hold
 from . import plots, prose
@@ -34,6 +34,10 @@ from .stats import BOOTSTRAP_FEW_ROWS, bootstrap_intervals, clean
 MARGIN_FIGURE = "family_margins"
 NOT_STARTED = "not started"  # a member's status while the family's plan holds it and its run has not begun
 MISSING = "missing (its folder is gone)"  # a member's status once its folder, complete in the last view, is deleted
+# what a member's metrics.json, compare.json not in the shape its notebook writes is, and what to do (without one the
+# view leaves that member's agreement, its verdict out)
+MEMBER_METRICS_FIX = redo("02_analyze", "that member", " (05_family then leaves its scorers' agreement out)")
+MEMBER_COMPARE_FIX = redo("04_compare", "that member", " (05_family then leaves its verdict out)")
 
 
 @dataclass
@@ -145,7 +149,8 @@ def _agreement(metrics: dict[str, Any]) -> dict[str, float | None]:
     block = metrics.get("agreement") or {}
     primary = block.get("primary")
     return {(b if a == primary else a): (pair.get("same_chosen") or {}).get("fraction")
-            for pair in block.get("pairs", []) for a, b in [pair["scorers"]] if primary in (a, b)}
+            for pair in block.get("pairs", []) if "scorers" in pair  # (a pair naming none: left out)
+            for a, b in [pair["scorers"]] if primary in (a, b)}
 
 
 def member_status(run: RunDir, data: dict[str, Any]) -> str | None:
@@ -157,8 +162,8 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
     """One member's row of the table, and its margins (empty when it has no dataset yet)."""
     family = data["family"]
     margin = member_margins(run, data)
-    metrics = read_record(run.metrics, METRICS, METRICS_FIX, {})
-    verdict = read_record(run.compare, COMPARE, COMPARE_FIX, {}).get("verdict")
+    metrics = read_record(run.metrics, METRICS, MEMBER_METRICS_FIX, {})
+    verdict = read_record(run.compare, COMPARE, MEMBER_COMPARE_FIX, {}).get("verdict")
     ci = bootstrap_intervals({"margin": margin}, resamples, seed)["margin"]["mean_ci95"] if margin.size else None
     counts, scorer = data.get("counts", {}), data.get("scorer") or {}
     return clean({

@@ -298,10 +298,8 @@ class CardFacts:
         means = [_get(self.metrics, b, "mean") for b in SCORE_BLOCKS]
         ci = _get(self.metrics, "margin", "mean_ci95")
         signs = _get(self.metrics, "margin_sign", "counts")
-        return {"means": means if all(isinstance(v, (int, float)) for v in means) else None,
-                "ci": ci if isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci else None,
-                "signs": signs if isinstance(signs, dict) and all(
-                    isinstance(signs.get(k), int) for k in ("positive", "zero", "negative")) else None}
+        return {"means": means if None not in means else None, "ci": ci if ci and None not in ci else None,
+                "signs": signs if signs and {"positive", "zero", "negative"} <= signs.keys() else None}
 
     @property
     def statistics(self) -> list[dict[str, Any]]:
@@ -312,12 +310,12 @@ class CardFacts:
             if any(v is not None for v in values):
                 rows.append({"stat": stat, "values": values})
         rows += [{"stat": "p_" + test, "margin": _get(m, "tests", test, "pvalue")}
-                 for test in ("wilcoxon", "paired_t", "sign_test") if isinstance(_get(m, "tests", test), dict)]
-        effects = m["effect_size"] if isinstance(m.get("effect_size"), dict) else {}
+                 for test in ("wilcoxon", "paired_t", "sign_test") if _get(m, "tests", test) is not None]
+        effects = m.get("effect_size") or {}
         rows += [{"stat": effect, "margin": effects[effect]} for effect in ("cohens_dz", "rank_biserial")
                  if effect in effects]
         ties = m.get("ties")
-        if isinstance(ties, int) and isinstance(m.get("n"), int) and m["n"]:
+        if ties is not None and m.get("n"):
             rows.append({"stat": "ties", "ties": ties, "percent": 100 * ties / m["n"]})
         rhos = {unit: {"rho": rho, "p": p} for unit, rho, p in self.length_rhos}
         gaps = self.length_gaps if rhos else {}  # (no unit's rho: the limitations say why)
@@ -330,35 +328,35 @@ class CardFacts:
         """PairRM's invariants: {check, holds: [k, n]}, or {check, not_applicable: why, ...}; {inversions: k}."""
         m = self.metrics or {}
         inv, n = m.get("invariants"), m.get("n")
-        if not isinstance(inv, dict) or not isinstance(n, int):
+        if inv is None or n is None:
             return []
         count = inv.get("inversions")
-        inversions = [{"inversions": count}] if isinstance(count, int) and count else []  # (none: unsaid, as 0s are)
+        inversions = [{"inversions": count}] if count else []  # (none: unsaid, as 0s are)
         if inv.get("expected_to_hold") is False:
             kind = str(_get(m, "scale", "kind"))
             return [{"check": c, "not_applicable": "not_pairrm", "kind": kind}
                     for c in ("sign", "antisymmetry", "sum")] + inversions
         rule = inv.get("selection")  # a pair rule other than best vs worst: no row's pair need be its extremes
         out = [{"check": "sign", "not_applicable": "selection", "rule": rule}] if rule else []
-        if isinstance(inv.get("sign_order_fails"), int) and not rule:
+        if inv.get("sign_order_fails") is not None and not rule:
             out.append({"check": "sign", "holds": [n - inv["sign_order_fails"], n]})
         cand = inv.get("candidate_scores")
         two = _get(cand, "two_candidate_rows")
-        if two == 0 and isinstance(two, int):
+        if two == 0:
             out.append({"check": "antisymmetry", "not_applicable": "no_two",
                         "lo": _get(cand, "candidates_per_row", "min"), "hi": _get(cand, "candidates_per_row", "max")})
-        elif isinstance(two, int):
+        elif two is not None:
             holds = cand.get("antisymmetry_holds_among_two_candidate_rows")
             out.append({"check": "antisymmetry", "holds": [holds, two]})
-        elif isinstance(inv.get("antisymmetry_holds"), int) and self.two_per_row:  # every row, as recorded
+        elif inv.get("antisymmetry_holds") is not None and self.two_per_row:  # every row, as recorded
             out.append({"check": "antisymmetry", "holds": [inv["antisymmetry_holds"], n]})
         else:  # neither the rows' candidate scores nor a record that each row had two candidates
             out.append({"check": "antisymmetry", "not_applicable": "no_candidate_scores"})
-        if isinstance(_get(cand, "sum_to_zero_holds"), int):
+        if _get(cand, "sum_to_zero_holds") is not None:
             for check, key in (("sum", "sum_to_zero_holds"), ("best", "chosen_is_best_and_rejected_is_worst")):
                 if check == "best" and rule:
                     out.append({"check": check, "not_applicable": "selection", "rule": rule})
-                elif isinstance(cand.get(key), int):
+                elif cand.get(key) is not None:
                     out.append({"check": check, "holds": [cand[key], cand.get("rows", n)]})
         else:
             out.append({"check": "sum", "not_applicable": "no_candidate_scores"})
@@ -368,7 +366,7 @@ class CardFacts:
     def agreement(self) -> dict[str, Any] | None:
         """metrics.json's `agreement` between scorers (present with several)."""
         block = (self.metrics or {}).get("agreement")
-        return block if isinstance(block, dict) and block.get("pairs") else None
+        return block if block and block.get("pairs") else None
 
     @property
     def scale(self) -> dict[str, Any] | None:
@@ -636,7 +634,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
                 facts.selfcheck["scoring_code"], (facts.stages.get("score") or {}).get("code"))
         facts.test_split = manifest.get("test_split") or None
         kept = facts.counts.get("kept")
-        if isinstance(kept, int) and kept != facts.num_examples:
+        if kept is not None and kept != facts.num_examples:
             raise DataError(
                 f"The manifest of {run.root} says {kept} rows were kept, but {run.dataset} holds "
                 f"{facts.num_examples}; the data changed after construction. Re-run notebooks/01_construct.ipynb.")
@@ -745,10 +743,10 @@ def _figures(run: RunDir, metrics: dict[str, Any] | None) -> list[tuple[Path, st
     in its figures/ (a copied run's metrics.json may name any file: one elsewhere is said, never published)."""
     listed = (metrics or {}).get("figures")
     out = []
-    for name, f in listed.items() if isinstance(listed, dict) else ():
-        if isinstance(f, dict) and f.get("png") and (png := run.root / f["png"]).is_file():
+    for name, f in listed.items() if listed else ():
+        if f.get("png") and (png := run.root / f["png"]).is_file():
             if within(png, run.figures):
-                out.append((png, str(f.get("title") or name)))
+                out.append((png, f.get("title") or name))
             else:
                 notice(f"metrics.json's figure {name} ({f['png']}) is not in {run.figures}: the card neither copies "
                        f"nor shows it.")
