@@ -1907,6 +1907,13 @@ def test_a_copied_project_whose_family_is_complete_has_nothing_to_do(tmp_path, m
     assert planned["source-a.jsonl"] == {"source": str(copy / "data" / "a.jsonl")}
 
 
+def cannot_write(monkeypatch, root):
+    """`root` and all below it read as not writable (as a colleague's folder: root writes everywhere)."""
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).is_relative_to(root) and
+                        mode == os.W_OK else real_access(p, mode, **kw))
+
+
 def test_a_complete_family_in_a_folder_one_cannot_write_has_nothing_to_do_and_work_left_there_is_refused(
         tmp_path, monkeypatch, capsys):
     # a colleague checks that a shared, finished family is current: `repro run --grid ...` (--check or not) was
@@ -1920,9 +1927,7 @@ def test_a_complete_family_in_a_folder_one_cannot_write_has_nothing_to_do_and_wo
     # (another family's complete view there is no view of this one: refused, as before)
     assert main([*grid, "mini_index=0,1", "--set", "family={name: other}", "--check"]) == 1
     assert f"{root} holds family demo's record, not other's" in capsys.readouterr().out
-    real_access = os.access
-    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).is_relative_to(root) and
-                        mode == os.W_OK else real_access(p, mode, **kw))  # (root writes everywhere)
+    cannot_write(monkeypatch, root)
     written = {p: p.stat().st_mtime_ns for p in [root, *root.rglob("*")]}
     capsys.readouterr()
     for check in (["--check"], []):  # nothing runs, nothing is written
@@ -1945,9 +1950,7 @@ def test_a_complete_member_alone_in_a_folder_one_cannot_write_has_nothing_to_do_
     root = tmp_path / "f"
     grid = ["run", str(DEMO), "--set", "mini_count=4", "--out", str(root), "--grid"]
     assert main([*grid, "mini_index=0,1"]) == 0 and ran == ["mini_index-0", "mini_index-1", "f"]
-    real_access = os.access
-    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).is_relative_to(root) and
-                        mode == os.W_OK else real_access(p, mode, **kw))  # (root writes everywhere)
+    cannot_write(monkeypatch, root)
     written = {p: p.stat().st_mtime_ns for p in [root, *root.rglob("*")]}
     capsys.readouterr()
     # (a grid grown since: the member is complete all the same; --force runs no complete member again either)
