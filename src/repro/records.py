@@ -83,7 +83,7 @@ Notebook = shape("Notebook", status=str | None, error=str | None, executed=str |
 Family = TypedDict("Family", {"member": str, "name": str, "index": NotRequired[int], "grid": NotRequired[Mapping]})
 Cache = dict[str, int | list[str]]  # (cache.CacheCounts: counts, the damaged entries' names)
 # each stage's fields, generation's record, the scorer's and each further scorer's (`scorers`): the names differ
-Stage = shape("Stage", error=str | None, status=str, code=str, cache=Cache, batch_tokens_used=dict[Digits, int],
+Stage = shape("Stage", error=str | None, status=str, code=str | None, cache=Cache, batch_tokens_used=dict[Digits, int],
               candidates_per_row=dict[Digits, int], tie_rule=str | None, limits_from=dict[str, str | None],
               stand_in=bool, decides_pairs=bool, batch_tokens=int | None,
               **dict.fromkeys(("model", "policy_model", "kind", "name", "column"), str),
