@@ -3777,6 +3777,9 @@ RM = {"name": "rm", "column": "candidate_scores_rm", "decides_pairs": False, "ki
         ("scores", "by_role"), ("reference", "commits"))),
     ("compare.json", ("disagreements", "not_compared"), {EVIL: "x"},
      f"\"{EVIL}\" as a key of its disagreements[\"not_compared\"] where 'pairs' or 'scores' belongs"),
+    no_number("compare.json", "alignment", "matched_by", "prompt_id"),
+    ("compare.json", ("alignment", "matched_by"), {EVIL: 1}, f"\"{EVIL}\" as a key of its alignment[\"matched_by\"] "
+     "where 'prompt_id', 'prompt_sha256' or 'prompt_normalised' belongs"),
     *(("compare.json", ("note_facts", 0), note, f"{json.dumps(note[i])} as its note_facts[0][{i}] where {wanted} "
        "belongs") for note, i, wanted in ((["stand_in_note", "reference", EVIL], 2, "'reference' or 'candidate'"),
                                           (["scale_note", "x", "logit"], 1, "'rating' or 'logit'"),
@@ -3872,7 +3875,8 @@ def test_what_a_comparison_holds_only_where_it_compared_them_is_read_only_there(
     forged(run, "compare.json", ("probabilities",), {})
     en, zh = halves(card_for(run)[1])
     assert "| rows aligned (of the reference's 23) | 23 |" in en and "Scores were not compared: not compared." in en
-    assert "same chosen and rejected" not in en and "Slice:" not in en
+    assert "same chosen and rejected" not in en
+    assert "Slice: none of the reference's 23 rows was found in the source, so" in en  # (the record names no source)
     without(forged(run, "compare.json", ("probabilities",), PROBABILITY).parent, "compare.json",
             ("probabilities", "probability", "differ"))
     with pytest.raises(DataError, match=re.escape('holds no "differ" in its probabilities["probability"], not ')):
@@ -3915,9 +3919,11 @@ def test_a_name_with_a_bar_stays_in_its_cell_of_the_reproduction_table(compared_
             assert [(len(cells), re.findall("<code>(.*?)</code>", cells[0])) for cells in rows] == [(2, names)], rows
 
 
-def test_a_reference_found_nowhere_in_the_source_leaves_the_slice_unsaid(compared_run, tmp_path):
+def test_a_reference_found_nowhere_in_the_source_is_said_in_both_languages(compared_run, tmp_path):
     """04_compare records the slice `{"located": 0, ...}` where none of the reference's rows is in compare_source;
-    03_card stopped on it ("UndefinedError: 'dict object' has no attribute 'inside_span_not_in_reference'")."""
+    03_card stopped on it ("UndefinedError: 'dict object' has no attribute 'inside_span_not_in_reference'"), then
+    said nothing of it while compare.json's verdict did (red before the card's sentence): it names the source and
+    what the rows were aligned by instead, in both languages."""
     run = Path(shutil.copytree(compared_run, tmp_path / "run"))
     source = write_rows(tmp_path / "other.jsonl", [{"prompt": f"Another prompt {i}.", "prompt_id": str(i)}
                                                    for i in range(30)])
@@ -3926,8 +3932,12 @@ def test_a_reference_found_nowhere_in_the_source_leaves_the_slice_unsaid(compare
                                           "bootstrap_resamples": 100}))
     assert json.loads((run / "compare.json").read_text())["slice"]["located"] == 0
     en, zh = halves(card_for(run)[1])
-    assert "| rows aligned (of the reference's 23) | 23 |" in en and "Slice:" not in en
-    assert "| 对齐的行数（参考数据集共 23 行） | 23 |" in zh and "切片：" not in zh
+    assert "| rows aligned (of the reference's 23) | 23 |" in en and "| 对齐的行数（参考数据集共 23 行） | 23 |" in zh
+    assert ("Slice: none of the reference's 23 rows was found in the source `local:other.jsonl`, so which slice of it "
+            "they are is not known; the rows above were aligned with this dataset's by their prompts instead (23 by "
+            "prompt_id).") in en
+    assert ("切片：参考数据集的 23 行都不在源数据 `local:other.jsonl` 中，无法得知它们是源数据的哪个切片；"
+            "上表的行改为按提示与本数据集的行对齐（按 prompt_id 对齐 23 行）。") in zh
 
 
 def test_the_templates_put_no_value_between_backticks_of_their_own():

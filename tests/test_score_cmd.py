@@ -152,6 +152,29 @@ def test_a_score_that_fails_before_any_chunk_leaves_no_work_folder_of_its_own(tm
     assert main(argv) == 2 and (own / "chunk-000000.json").is_file()
 
 
+def test_a_finished_score_removes_only_its_own_work_from_the_folder_beside_the_output(tmp_path, tiny_pairrm_dir,
+                                                                                     sppo_rows):
+    """A finished score removed the whole <output>.work/ folder: a folder of that name holding a file someone made, or
+    a run `repro run --out` made there (the run writes beside a score's chunks), went with it (red before). It removes
+    its own chunks, their notes, its fingerprint and lock now, and the folder only where nothing else is left."""
+    src, out = write_jsonl(tmp_path / "in.jsonl", sppo_rows[:4]), tmp_path / "scored.jsonl"
+    argv = ["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(out), "--device", "cpu",
+            "--chunk-size", "2", "--source-maxlength", "64", "--candidate-maxlength", "32"]
+    own = tmp_path / "scored.jsonl.work"
+    (own / "dataset").mkdir(parents=True)
+    (own / "notes.txt").write_text("mine")
+    (own / "manifest.json").write_text('{"notebooks": ["01_construct"]}')
+    (own / "dataset" / "README.md").write_text("a run's card")
+    assert main(argv) == 0 and len(out.read_text().splitlines()) == 4
+    assert sorted(str(p.relative_to(own)) for p in own.rglob("*")) == ["dataset", "dataset/README.md",
+                                                                      "manifest.json", "notes.txt"]
+    assert (own / "notes.txt").read_text() == "mine" and (own / "dataset" / "README.md").read_text() == "a run's card"
+    out.unlink()
+    for path in (own / "notes.txt", own / "manifest.json", own / "dataset" / "README.md", own / "dataset"):
+        path.unlink() if path.is_file() else path.rmdir()
+    assert main(argv) == 0 and not own.exists()  # (nothing but its own work: the folder goes too)
+
+
 def test_a_second_score_of_the_same_output_is_busy_while_the_first_runs(tmp_path, tiny_pairrm_dir, sppo_rows, capsys):
     """Two `repro score` of one --output at once (a job submitted twice) both scored every row into one work folder,
     and both exited 0; now the second is refused as busy (exit 75) while the first holds it, as `repro run` is."""

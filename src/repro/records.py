@@ -169,14 +169,15 @@ Slice = when("located", "Slice", {True: dict(
         dropped_by_candidate=Rows)], **dict.fromkeys(("before_span", "after_span"), int))},
              hints_reproduce=shape("Hints", True, parameters=Mapping, exact=bool, rows=list[int] | None,
                                    dropped=NotRequired[Rows]),
-             **dict.fromkeys(("located", "repeated", "not_in_source"), int))
+             source=str, **dict.fromkeys(("located", "repeated", "not_in_source"), int))
 Compare = shape(
     "Compare", verdict=str, note_facts=list[CompareNote], slice=Slice | None,
     reference=Required[shape("Reference", True, specs=list[str], split=str, rows=int,
                              commits=NotRequired[dict[str, str]])],
     candidate=Required[shape("Candidate", split=Required[str], specs=list[str], rows=int, commits=dict[str, str])],
     parameters=Required[shape("Tolerance", True, disagreement_tolerance=Number)],
-    alignment=Required[shape("Alignment", True, aligned=int)],
+    alignment=Required[shape("Alignment", True, aligned=int, matched_by=NotRequired[dict[Literal[
+        "prompt_id", "prompt_sha256", "prompt_normalised"], int]])],
     coverage=Required[shape("Coverage", True, **dict.fromkeys(("only_reference", "only_candidate",
                                                                "duplicates_reference", "duplicates_candidate"), int))],
     disagreements=Required[shape("Disagreements", True, rows=int, tolerance=Number,

@@ -6,6 +6,7 @@ that lists every candidate's score (`LISTED`) its chosen / rejected and their sc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -23,7 +24,8 @@ from ..construct.selection import best_worst
 from ..dataset_io import prompt_text, response_text
 from ..errors import Busy, DataError, ParameterError, counted
 from ..exporters import CALLED, LISTED, SCORED, detect_format, generate_columns, seed_row, sppo_columns
-from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
+from ..jobs import (CHUNK_GLOB, FINGERPRINT_FILE, NOTE_GLOB, STALE_PREFIX, atomic_write_text, is_main_process,
+                    json_default, world_size)
 from ..parameters import (BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, Count, Device, Dtype, Index, ScorerBackend,
                           ScorerKind, TokenLimit, check_value)
 from ..paths import (COMPARE_JSON, FAMILY_JSON, MANIFEST_JSON, METRICS_JSON, STAND_IN_MARKER, WORK_DIR, RunDir,
@@ -286,6 +288,16 @@ def check_output(given: str, input: Path, force: bool) -> Path:
     return path
 
 
+def remove_own_work(folder: Path) -> None:
+    """Remove what `repro score` made in `folder` (its chunks and their notes, those it set aside, its fingerprint and
+    lock), and the folder where nothing else is left: a file someone made there, or a run made there, stays."""
+    for path in (*folder.glob(CHUNK_GLOB), *folder.glob(NOTE_GLOB), *folder.glob(f"{STALE_PREFIX}*"),
+                 folder / FINGERPRINT_FILE, RunDir(folder).lock):
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # (not empty: another's files stay beside it)
+        folder.rmdir()
+
+
 def main(args: argparse.Namespace) -> int:
     args.output = check_output(args.output, args.input, args.force)
     if typed_path(args.model).is_dir():  # a local checkpoint, recorded by its full path as a run records its scorer
@@ -349,7 +361,7 @@ def main(args: argparse.Namespace) -> int:
     mark_scorer(args.output, {k: result.info[k] for k in ("model", "kind", "stand_in", "backend", "device", "dtype")
                               if k in result.info})
     if len(locks) == 2 or args.work_dir is None and args.num_processes == 1 and world_size() == 1:
-        shutil.rmtree(own, ignore_errors=True)  # the output holds it all now (several processes share it: kept)
+        remove_own_work(own)  # the output holds it all now (several processes share it: kept)
     info, few, most = result.info, min(map(len, cands := [r["candidates"] for r in rows])), max(map(len, cands))
     note = f" — a random STAND-IN: these scores are noise ({STAND_IN_MARKER} beside it says so)" \
         if info.get("stand_in") else ""
