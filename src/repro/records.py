@@ -197,10 +197,14 @@ Fingerprint = TypedDict("Fingerprint", {"digest": Annotated[str, Field(pattern="
 # a chunk's note (jobs.run_chunked_with_stats): rows from the row cache, prompts per budget (an older repro's: those)
 Budgets = dict[Digits, int]
 ChunkNote = TypedDict("ChunkNote", {"rows_from_cache": int, "made_with": NotRequired[Budgets]})
+# repro_stand_in.json (paths.STAND_IN_MARKER) beside the files `repro score` wrote: each one's scorer, as a run's
+# manifest records it (subject.mark_scorer); a stand-in model's folder holds one of no `files`, of what built it
+StandInMarker = shape("StandInMarker", files=dict[str, Stage])
 MANIFEST, CARD_METRICS, CARD_COMPARE = TypeAdapter(Manifest), TypeAdapter(Metrics), TypeAdapter(Compare)
 METRICS, COMPARE = TypeAdapter(lenient(Metrics)), TypeAdapter(lenient(Compare))  # (05_family's: no key required)
 SELFCHECK, FAMILY_VIEW = TypeAdapter(Selfcheck), TypeAdapter(FamilyView)
 FINGERPRINT, NOTE = TypeAdapter(Fingerprint), TypeAdapter(ChunkNote | Budgets)
+STAND_IN = TypeAdapter(StandInMarker)
 
 
 def redo(notebook: str, on: str = "this run", then: str = "") -> str:
@@ -209,6 +213,8 @@ def redo(notebook: str, on: str = "this run", then: str = "") -> str:
 
 
 METRICS_FIX, COMPARE_FIX = redo("02_analyze", then=" (a card then leaves the statistics out)"), redo("04_compare")
+STAND_IN_FIX = ("not what `repro score` writes: delete it and score its files again (`repro score --force`), else a "
+                "card names no scorer of them.")
 
 
 def read_record(path: Path, shape: TypeAdapter, fix: str, missing: Any = None) -> Any:
