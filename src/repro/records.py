@@ -81,7 +81,9 @@ Parameters = shape("Parameters", **{k: json_type(field.annotation) for schema in
                                     for k, field in schema.model_fields.items()})
 Notebook = shape("Notebook", status=str | None, error=str | None, executed=str | None, parameters=Parameters | None)
 Family = TypedDict("Family", {"member": str, "name": str, "index": NotRequired[int], "grid": NotRequired[Mapping]})
-Cache = dict[str, int | list[str]]  # (cache.CacheCounts: counts, the damaged entries' names)
+# a stage's row cache: its counts, the damaged entries' names (cache.CacheCounts.as_dict)
+Cache = shape("Cache", damaged=list[str], **dict.fromkeys(("rows_from_cache", "rows_computed", "damaged_entries",
+                                                          "resumed_from_cache", "resumed_unknown", "key_format"), int))
 # each stage's fields, generation's record, the scorer's and each further scorer's (`scorers`): the names differ
 Stage = shape("Stage", error=str | None, status=str, code=str | None, cache=Cache, batch_tokens_used=dict[Digits, int],
               candidates_per_row=dict[Digits, int], tie_rule=str | None, limits_from=dict[str, str | None],
