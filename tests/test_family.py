@@ -1907,64 +1907,71 @@ def test_a_copied_project_whose_family_is_complete_has_nothing_to_do(tmp_path, m
     assert planned["source-a.jsonl"] == {"source": str(copy / "data" / "a.jsonl")}
 
 
-def cannot_write(monkeypatch, root):
-    """`root` and all below it read as not writable (as a colleague's folder: root writes everywhere)."""
+def cannot_write(monkeypatch, root) -> dict[Path, int]:
+    """`root` and all below it read as not writable (as a colleague's folder: root writes everywhere); when each was
+    last written (`last_written`), as now."""
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).is_relative_to(root) and
                         mode == os.W_OK else real_access(p, mode, **kw))
+    return last_written(root)
 
 
-def test_a_complete_family_in_a_folder_one_cannot_write_has_nothing_to_do_and_work_left_there_is_refused(
-        tmp_path, monkeypatch, capsys):
-    # a colleague checks that a shared, finished family is current: `repro run --grid ...` (--check or not) was
-    # refused ("--out ... cannot be written", exit 2) before it knew there was nothing to do, as `repro run` says
+def last_written(root: Path) -> dict[Path, int]:
+    """When `root` and each file and folder below it was last written."""
+    return {p: p.stat().st_mtime_ns for p in [root, *root.rglob("*")]}
+
+
+@pytest.fixture
+def finished_family(tmp_path, monkeypatch, capsys) -> tuple[list[str], Path, list[str]]:
+    """A family of two members run to the end, its notebooks stubbed (`completes`), what it said read: (the runs made,
+    the family's folder, the `repro run` words of it before the grid's values)."""
     ran = []
     monkeypatch.setattr(family_cli, "ensure_kernel", lambda name=None: name)
     monkeypatch.setattr(family_cli, "run_notebooks", completes(ran))
     root = tmp_path / "f"
     grid = ["run", str(DEMO), "--set", "mini_count=4", "--out", str(root), "--grid"]
     assert main([*grid, "mini_index=0,1"]) == 0 and ran == ["mini_index-0", "mini_index-1", "f"]
+    capsys.readouterr()
+    return ran, root, grid
+
+
+def test_a_complete_family_in_a_folder_one_cannot_write_has_nothing_to_do_and_work_left_there_is_refused(
+        finished_family, monkeypatch, capsys):
+    # a colleague checks that a shared, finished family is current: `repro run --grid ...` (--check or not) was
+    # refused ("--out ... cannot be written", exit 2) before it knew there was nothing to do, as `repro run` says
+    ran, root, grid = finished_family
     # (another family's complete view there is no view of this one: refused, as before)
     assert main([*grid, "mini_index=0,1", "--set", "family={name: other}", "--check"]) == 1
     assert f"{root} holds family demo's record, not other's" in capsys.readouterr().out
-    cannot_write(monkeypatch, root)
-    written = {p: p.stat().st_mtime_ns for p in [root, *root.rglob("*")]}
-    capsys.readouterr()
+    before = cannot_write(monkeypatch, root)
     for check in (["--check"], []):  # nothing runs, nothing is written
         assert main([*grid, "mini_index=0,1", *check]) == 0 and len(ran) == 3
         assert (f"family demo: nothing to do: every member and the family view are complete, of these parameters, "
                 f"code and packages -> {root}") in capsys.readouterr().out
-    assert {p: p.stat().st_mtime_ns for p in [root, *root.rglob("*")]} == written
+    assert last_written(root) == before
     # a member left to run there could not be: refused, saying why
     assert main([*grid, "mini_index=0,1,2", "--check"]) == 2 and len(ran) == 3
     assert f"--out {root} cannot be written ({root} is read-only, or not yours)" in capsys.readouterr().err
 
 
 def test_a_complete_member_alone_in_a_folder_one_cannot_write_has_nothing_to_do_and_one_left_is_refused(
-        tmp_path, monkeypatch, capsys):
+        finished_family, monkeypatch, capsys):
     # a Slurm array task run again over a shared, finished family (`--member 1`): refused ("--out ... cannot be
     # written", exit 2) before it looked at the member, though the whole family there had nothing to do
-    ran = []
-    monkeypatch.setattr(family_cli, "ensure_kernel", lambda name=None: name)
-    monkeypatch.setattr(family_cli, "run_notebooks", completes(ran))
-    root = tmp_path / "f"
-    grid = ["run", str(DEMO), "--set", "mini_count=4", "--out", str(root), "--grid"]
-    assert main([*grid, "mini_index=0,1"]) == 0 and ran == ["mini_index-0", "mini_index-1", "f"]
-    cannot_write(monkeypatch, root)
-    written = {p: p.stat().st_mtime_ns for p in [root, *root.rglob("*")]}
-    capsys.readouterr()
+    ran, root, grid = finished_family
+    before = cannot_write(monkeypatch, root)
     # (a grid grown since: the member is complete all the same; --force runs no complete member again either)
     for given in (["mini_index=0,1", "--check"], ["mini_index=0,1"], ["mini_index=0,1", "--force"],
                   ["mini_index=0,1,2"]):
         assert main([*grid, *given, "--member", "mini_index-1"]) == 0 and len(ran) == 3
         assert (f"family demo: nothing to do: mini_index-1 is complete, of these parameters, code and packages -> "
                 f"{root / 'mini_index-1'}") in capsys.readouterr().out
-    assert {p: p.stat().st_mtime_ns for p in [root, *root.rglob("*")]} == written
+    assert last_written(root) == before
     # a member left to run there could not be: refused, saying why, run or --check
     for check in (["--check"], []):
         assert main([*grid, "mini_index=0,1,2", "--member", "mini_index-2", *check]) == 2 and len(ran) == 3
         assert f"--out {root} cannot be written ({root} is read-only, or not yours)" in capsys.readouterr().err
-    assert {p: p.stat().st_mtime_ns for p in [root, *root.rglob("*")]} == written
+    assert last_written(root) == before
 
 
 def test_a_familys_checks_ask_git_about_the_checkout_once(tmp_path, monkeypatch, capsys):

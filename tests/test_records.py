@@ -58,7 +58,9 @@ def repro(capsys, *args) -> tuple[int, str, str]:
     (lambda m: m.update(generation={"policy_model": 3}),
      'holds 3 as its generation["policy_model"] where text belongs'),
     (lambda m: m["scorer"]["cache"].update(damaged=["ab12", 3]),
-     'holds 3 as its scorer["cache"]["damaged"][1] where text belongs')])
+     'holds 3 as its scorer["cache"]["damaged"][1] where text belongs'),
+    (lambda m: m["scorer"]["cache"].update(rows_from_cache=["ab12"]),
+     'holds a list as its scorer["cache"]["rows_from_cache"] where a whole number belongs')])
 def test_a_damaged_manifest_stops_each_command_with_one_line_naming_it_and_the_place(demo_run_copy, capsys, change,
                                                                                       said):
     # outputs' values as strings: `repro run --check` raised AttributeError ('str' object has no attribute 'get'), a
@@ -67,6 +69,7 @@ def test_a_damaged_manifest_stops_each_command_with_one_line_naming_it_and_the_p
     # and a further scorer's, a stand-in said as text or a policy as a number went into the card as they were; of a
     # union (a cache's figure: a count or the damaged entries' names), the error of the member tried first was said
     # ("holds a list as its scorer["cache"]["damaged"] where a whole number belongs"), not the one that goes furthest in
+    # the cache's counts as the damaged entries' names went into the card as none taken from the cache
     manifest = demo_run_copy / "manifest.json"
     edit(manifest, change)
     error = f"repro run: error: {manifest} {said}{NOT_A_RECORD} was written.\n"

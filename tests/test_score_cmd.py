@@ -879,6 +879,21 @@ def test_a_marker_entry_for_a_file_since_deleted_is_ignored_and_dropped(tmp_path
     assert json.loads((folder / STAND_IN_MARKER).read_text())["files"] == {"scored.jsonl": recorded["scored.jsonl"]}
 
 
+def test_an_output_beside_a_damaged_marker_is_refused_before_scoring(tmp_path, sppo_rows, capsys):
+    """repro_stand_in.json, read without a shape, was written over where damaged (the other files' entries lost). Read
+    in its shape now, an --output beside a damaged one is refused before any scoring (not once its rows are scored),
+    naming the marker and the place in it, saying what to do; nothing is written."""
+    src, out = write_jsonl(tmp_path / "in.jsonl", sppo_rows[:3]), tmp_path / "scored.jsonl"
+    (marker := tmp_path / STAND_IN_MARKER).write_text('{"files": {"other.jsonl": {"stand_in": "no"}}}')
+    assert main(["score", "--model", "builtin:tiny-pairrm", "--input", str(src), "--output", str(out),
+                 "--device", "cpu"]) == 2
+    assert capsys.readouterr().err == (
+        f'repro score: error: {marker} holds "no" as its files["other.jsonl"]["stand_in"] where true or false belongs, '
+        f"not what `repro score` writes: delete it and score its files again (`repro score --force`), else a card "
+        f"names no scorer of them.\n")
+    assert not out.exists() and marker.read_text() == '{"files": {"other.jsonl": {"stand_in": "no"}}}'
+
+
 def test_the_folder_of_rows_one_real_scorer_scored_is_read_as_that_scorers(tmp_path, scored_by_rm):
     """Given the folder that holds `repro score`'s output (not the file), 02_analyze wrote scorer null and its scale
     "as PairRM's are (no record names the scorer: read as PairRM's)", the card "These scores break PairRM's sign order

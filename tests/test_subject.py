@@ -364,6 +364,27 @@ def test_declared_scorer_reads_the_marker_of_a_real_scorers_file_once(tmp_path, 
     assert declared_scorer(str(tmp_path)) == rm | {"declared": "marker"} and reads == alone
 
 
+def test_a_damaged_stand_in_marker_is_an_error_naming_it_and_its_place(tmp_path, train_rows):
+    """repro_stand_in.json (what `repro score` records of each file's scorer) was read without a shape: a scorer's
+    `kind` a list failed 03_card in its template ("unhashable type: 'list'", said to be a bug in repro.card), its
+    `stand_in` "no" was read as a stand-in, `files` a list as a marker of no files (a stand-in's). Now each is a
+    DataError naming the file and the place, saying what to do."""
+    scored, marker = tmp_path / "scored.jsonl", tmp_path / STAND_IN_MARKER
+    scored.write_text("".join(json.dumps(r) + "\n" for r in train_rows[:6]))
+    mark_scorer(scored, {"model": "owner/reward-model", "kind": "sequence_classifier", "stand_in": False})
+    written = json.loads(marker.read_text())
+    for files, said in (({"kind": ["a"]}, 'a list as its files["scored.jsonl"]["kind"] where text belongs'),
+                        ({"stand_in": "no"}, '"no" as its files["scored.jsonl"]["stand_in"] where true or false '
+                                             'belongs'), ([], 'a list as its files where a mapping belongs')):
+        damaged = files if isinstance(files, list) else {"scored.jsonl": written["files"]["scored.jsonl"] | files}
+        marker.write_text(json.dumps({**written, "files": damaged}))
+        for spec in (scored, tmp_path):  # the file, its folder
+            with pytest.raises(DataError, match=re.escape(f"{marker} holds {said}, not what `repro score` writes: ")):
+                declared_scorer(str(spec))
+    with pytest.raises(DataError, match=re.escape(f"{marker} holds a list as its files")):  # 03_card's: no traceback
+        gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run"), "card_dataset": str(scored)}))
+
+
 def test_a_file_in_a_data_folder_of_no_dataset_is_read_as_that_file(tmp_path, sample_dir):
     """03_card on /somewhere/data/f.jsonl (no run's, no dataset card above it) read /somewhere as the dataset folder:
     datasets scanned all of it and failed with "Couldn't infer the same data file format for all splits"."""

@@ -12,13 +12,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 import yaml
+from pydantic import TypeAdapter
 
 from .errors import ParameterError, ReproError, did_you_mean
 from .jobs import fingerprint_of
 from .manifest import NOT_SHAPING, Manifest
-from .parameters import (ACTS_ONLY_WITH, MAPPING_FIELDS, NOTEBOOK_SECTIONS, all_fields, notebook_fields, once,
+from .parameters import (ACTS_ONLY_WITH, NOTEBOOK_SECTIONS, SCHEMAS, all_fields, notebook_fields, once,
                          read_value, idle_parameters, resolve_parameters, unused_generation, validate_all)
 from .paths import FAMILY_JSON, FAMILY_LOGS, RunDir, ascii_folder_safe, folder_safe, run_folder
+from .records import holds
 from .revisions import run_fingerprint, shaping
 
 SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
@@ -26,6 +28,9 @@ SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
 NOT_IN_GRID = {"run_name", "run_dir", "notebooks", "family", "selfcheck", "include"}
 GRID_ADVICE = ("\nFix the value in the family's grid (family.grid in the params file, or --grid), else "
                "with --set KEY=VALUE.")
+# the parameters whose value is a mapping (known_recipe, scorer_options): a family's grid gives them its mappings whole
+MAPPING_FIELDS = {name for schema in SCHEMAS.values() for name, field in schema.model_fields.items()
+                  if holds(TypeAdapter(field.annotation), {})}
 # names a member's folder cannot have: the family's folder itself, the one above it, what the family writes there
 NOT_MEMBER_NAMES = {"", ".", "..", FAMILY_JSON, FAMILY_LOGS} | {
     path.name for path in vars(RunDir("family")).values() if isinstance(path, Path) and path.parent.name == "family"}

@@ -623,9 +623,6 @@ FAMILY_NOTEBOOK = "05_family"  # a family's folder runs only this one (its membe
 # the parameters a blank sets as null (`Blank`): a run that recorded one blank has them null
 BLANK_FIELDS = {name for schema in SCHEMAS.values() for name, field in schema.model_fields.items()
                 if Blank in field.metadata}
-# the parameters whose value is a mapping (known_recipe, scorer_options): a family's grid gives them its mappings whole
-MAPPING_FIELDS = {name for schema in SCHEMAS.values() for name, field in schema.model_fields.items()
-                  if TypeAdapter(field.annotation).validator.isinstance_python({})}
 
 
 def notebook_fields(*notebooks: str) -> set[str]:

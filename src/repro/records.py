@@ -81,7 +81,9 @@ Parameters = shape("Parameters", **{k: json_type(field.annotation) for schema in
                                     for k, field in schema.model_fields.items()})
 Notebook = shape("Notebook", status=str | None, error=str | None, executed=str | None, parameters=Parameters | None)
 Family = TypedDict("Family", {"member": str, "name": str, "index": NotRequired[int], "grid": NotRequired[Mapping]})
-Cache = dict[str, int | list[str]]  # (cache.CacheCounts: counts, the damaged entries' names)
+# a stage's row cache: its counts, the damaged entries' names (cache.CacheCounts.as_dict)
+Cache = shape("Cache", damaged=list[str], **dict.fromkeys(("rows_from_cache", "rows_computed", "damaged_entries",
+                                                          "resumed_from_cache", "resumed_unknown", "key_format"), int))
 # each stage's fields, generation's record, the scorer's and each further scorer's (`scorers`): the names differ
 Stage = shape("Stage", error=str | None, status=str, code=str | None, cache=Cache, batch_tokens_used=dict[Digits, int],
               candidates_per_row=dict[Digits, int], tie_rule=str | None, limits_from=dict[str, str | None],
@@ -198,10 +200,14 @@ Fingerprint = TypedDict("Fingerprint", {"digest": Annotated[str, Field(pattern="
 # a chunk's note (jobs.run_chunked_with_stats): rows from the row cache, prompts per budget (an older repro's: those)
 Budgets = dict[Digits, int]
 ChunkNote = TypedDict("ChunkNote", {"rows_from_cache": int, "made_with": NotRequired[Budgets]})
+# repro_stand_in.json (paths.STAND_IN_MARKER) beside the files `repro score` wrote: each one's scorer, as a run's
+# manifest records it (subject.mark_scorer); a stand-in model's folder holds one of no `files`, of what built it
+StandInMarker = shape("StandInMarker", files=dict[str, Stage])
 MANIFEST, CARD_METRICS, CARD_COMPARE = TypeAdapter(Manifest), TypeAdapter(Metrics), TypeAdapter(Compare)
 METRICS, COMPARE = TypeAdapter(lenient(Metrics)), TypeAdapter(lenient(Compare))  # (05_family's: no key required)
 SELFCHECK, FAMILY_VIEW = TypeAdapter(Selfcheck), TypeAdapter(FamilyView)
 FINGERPRINT, NOTE = TypeAdapter(Fingerprint), TypeAdapter(ChunkNote | Budgets)
+STAND_IN = TypeAdapter(StandInMarker)
 
 
 def redo(notebook: str, on: str = "this run", then: str = "") -> str:
@@ -210,6 +216,8 @@ def redo(notebook: str, on: str = "this run", then: str = "") -> str:
 
 
 METRICS_FIX, COMPARE_FIX = redo("02_analyze", then=" (a card then leaves the statistics out)"), redo("04_compare")
+STAND_IN_FIX = ("not what `repro score` writes: delete it and score its files again (`repro score --force`), else a "
+                "card names no scorer of them.")
 
 
 def read_record(path: Path, shape: TypeAdapter, fix: str, missing: Any = None) -> Any:

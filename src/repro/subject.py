@@ -4,7 +4,6 @@ notebook about another dataset is refused there before anything is written."""
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -17,6 +16,7 @@ from .jobs import atomic_write_json
 from .manifest import LAST_RUN, Manifest
 from .paths import (DATA_DIR, KERNEL, SPLIT, STAND_IN_MARKER, RunDir, project_root, rebased, run_dir_of,
                     run_manifest_of, wait_advice)
+from .records import STAND_IN, STAND_IN_FIX, read_record
 from .sources import data_files, files_read
 
 OWN = None  # the subject of a run that built its own dataset
@@ -55,7 +55,7 @@ def declared_stand_ins(spec: str | None, split: str | None = None, marked: Any =
     marker = _marker(folder)  # (one of no "files", as before repro score named them: a stand-in's)
     read = {f.name for f in files_read(folder, split) if f.parent == folder} if split else set()
     if (folder / STAND_IN_MARKER).is_file() and ("files" not in marker or not all(  # (of the files read, if known)
-            isinstance(scorer, dict) and scorer.get("stand_in") is False for name, scorer in marker["files"].items()
+            scorer.get("stand_in") is False for name, scorer in marker["files"].items()
             if not read or name in read)):
         out.setdefault("scorer", {"stand_in": True, "declared": "marker"})
     return out
@@ -81,13 +81,9 @@ def read_as_pairrm(scorer: dict[str, Any] | None, told: Any = None, breaks_sign_
 
 def _marker(folder: Path) -> dict[str, Any]:
     """The STAND_IN_MARKER in `folder` ({"files": {name: its scorer}}, beside what repro score wrote: of the files still
-    there), else {}."""
-    try:
-        marker = json.loads((folder / STAND_IN_MARKER).read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(marker, dict) or not isinstance(files := marker.get("files", {}), dict):
-        return {}
+    there), else {}; a DataError naming it where it is not in the shape repro writes it in (records.StandInMarker)."""
+    marker = read_record(folder / STAND_IN_MARKER, STAND_IN, STAND_IN_FIX, {})
+    files = marker.get("files", {})
     return {**marker, "files": {name: s for name, s in files.items() if (folder / name).is_file()}} if files else marker
 
 
@@ -108,7 +104,7 @@ def marked_scorer(path: Path, split: str | None = None) -> dict[str, Any] | None
         return scorers[0]
     scorer = _marker(path.parent).get("files", {}).get(path.name)
     return {"model": scorer.get("model"), "kind": scorer.get("kind", "pairrm"), "stand_in": bool(
-        scorer.get("stand_in")), "declared": "marker"} if isinstance(scorer, dict) and path.is_file() else None
+        scorer.get("stand_in")), "declared": "marker"} if scorer is not None and path.is_file() else None
 
 
 def mark_scorer(path: Path, scorer: dict[str, Any]) -> None:

@@ -769,8 +769,8 @@ def public_value(value: Any) -> Any:
 def lowered_budgets(scorer: dict[str, Any]) -> dict[int, int]:
     """{batch_tokens: prompts scored at it}, highest first, where an out-of-memory lowered the budget the scorer
     started at (recorded only then, or where some prompts' is not known); {} where every known one is that one."""
-    used = scorer.get("batch_tokens_used")
-    if not isinstance(used, dict) or {int(b) for b in used} <= {scorer.get("batch_tokens")}:
+    used = scorer.get("batch_tokens_used") or {}
+    if {int(b) for b in used} <= {scorer.get("batch_tokens")}:
         return {}
     return dict(sorted(((int(b), n) for b, n in used.items()), reverse=True))
 
@@ -780,23 +780,18 @@ def unknown_budget(scorer: dict[str, Any]) -> int:
     `batch_tokens_used`, which a repro records wherever it resumed); of a record such a repro wrote (it recorded only
     its own call's budgets), the prompts it resumed: neither computed nor from the row cache (counted apart)."""
     if not scorer.get("chunks_resumed") or scorer.get("backend") == "llm-blender":  # (llm-blender's: no budget)
-        return _whole(scorer.get("batch_tokens_unknown"))
+        return scorer.get("batch_tokens_unknown", 0)
     used = scorer.get("batch_tokens_used")
-    known = sum(map(_whole, used.values())) if isinstance(used, dict) else _whole(scorer.get("prompts_computed")) + \
-        _whole((scorer.get("cache") or {}).get("rows_from_cache"))
-    return max(0, _whole(scorer.get("prompts")) - known)
-
-
-def _whole(n: Any) -> int:
-    return n if isinstance(n, int) else 0
+    known = sum(used.values()) if used is not None else scorer.get("prompts_computed", 0) + \
+        scorer.get("cache", {}).get("rows_from_cache", 0)
+    return max(0, scorer.get("prompts", 0) - known)
 
 
 def _cached(record: dict[str, Any]) -> tuple[int, int]:
     """(rows the row cache gave a stage, this call's and a resumed interrupted call's; rows resumed whose note does
     not say: an older repro's chunks)."""
-    cache = record.get("cache") or {}
-    return _whole(cache.get("rows_from_cache")) + _whole(cache.get("resumed_from_cache")), \
-        _whole(cache.get("resumed_unknown"))
+    cache = record.get("cache", {})
+    return cache.get("rows_from_cache", 0) + cache.get("resumed_from_cache", 0), cache.get("resumed_unknown", 0)
 
 
 def _fields(parameters: dict[str, Any]) -> dict[str, Any]:

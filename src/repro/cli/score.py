@@ -33,7 +33,7 @@ from ..paths import (COMPARE_JSON, FAMILY_JSON, MANIFEST_JSON, METRICS_JSON, STA
 from ..scorers import either, resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
 from ..sources import DATA_SUFFIXES, RECORDS, iter_jsonl, load_source, local_splits
-from ..subject import mark_scorer
+from ..subject import mark_scorer, marked_scorer
 
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
 # the json files of a dataset or run folder that hold no rows: a saved dataset's records, a run's own
@@ -263,7 +263,8 @@ def scored_row(row: dict[str, Any], scores: Sequence[float], pair: bool,
 
 def check_output(given: str, input: Path, force: bool) -> Path:
     """--output as a path; refused, before any scoring, where it cannot be written as a file, names a folder or
-    another format than JSON lines, is the input, or exists (unless `force`)."""
+    another format than JSON lines, is the input, exists (unless `force`), or the STAND_IN_MARKER beside it is
+    damaged."""
     path = typed_path(given)
     if path.is_file() and path.resolve() == input.resolve():
         raise DataError(f"--output {path} is the --input: the scored rows would replace the rows they score; give "
@@ -285,6 +286,7 @@ def check_output(given: str, input: Path, force: bool) -> Path:
         raise DataError(f"--output {given} {what}, but repro score writes JSON lines: name the output .jsonl, e.g. "
                         f"--output {shlex.quote(str(path.parent / stem) + '.jsonl')}.")
     check_folder(path.parent, "--output's folder", "Give an --output in a folder that can be written.")
+    marked_scorer(path)  # (the marker beside it, where the output's scorer goes: damaged, refused now)
     return path
 
 
