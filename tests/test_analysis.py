@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import traceback
 from pathlib import Path
 
 import datasets
@@ -18,7 +19,7 @@ from repro.analysis import report as analysis
 from repro.card import gather_facts
 from repro.construct.pairs import build_row
 from repro.dataset_io import SEED_COLUMNS, output_features, write_split
-from repro.errors import DataError, Interrupted, ParameterError
+from repro.errors import DataError, Interrupted, ParameterError, ReproError
 from repro.exporters import export_rows
 from repro.manifest import Manifest, sha256_file
 from repro.parameters import AnalyzeParams, CardParams
@@ -64,6 +65,21 @@ def test_real_sample_headline_numbers(real, train_rows):
     assert m["scorer"] is None and m["scores_from_stand_in"] is None
     assert m["invariants"]["candidate_scores"] is None  # no candidate_scores column
     assert "ratings, not PairRM logits" in analysis.headline(m)
+
+
+def test_a_record_value_the_prose_cannot_write_names_the_template_and_its_line(real):
+    # a metrics.json edited by hand (a mean as text): the headline's template raised inside 02_analyze's cell, IPython
+    # read report.jinja as Python and failed, and `repro run` said "CellExecutionError: " and nothing more
+    m = json.loads(real[1].metrics.read_text())
+    m["score_chosen"]["mean"] = str(m["score_chosen"]["mean"])
+    template = Path(analysis.__file__).parent / "templates" / "report.jinja"
+    line = next(i for i, text in enumerate(template.read_text().splitlines(), 1) if "{{ c.mean | g(" in text)
+    with pytest.raises(ReproError) as caught:
+        analysis.headline(m)
+    assert str(caught.value).startswith(f"The analysis' template report.jinja, line {line}: ValueError: Unknown format "
+                                        "code 'g' for object of type 'str'. If a run's records (metrics.json, ")
+    assert "a bug in repro.analysis" in str(caught.value) and caught.value.__suppress_context__
+    assert not [f for f, _ in traceback.walk_tb(caught.value.__traceback__) if f.f_code.co_filename.endswith(".jinja")]
 
 
 def test_real_sample_matches_an_independent_computation(real, train_rows):

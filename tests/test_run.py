@@ -196,14 +196,25 @@ def test_a_disk_full_during_a_cell_is_said_where_and_the_notebook_stays_whole(ru
     assert [c["metadata"]["papermill"]["status"] for c in cells] == ["completed"] * 3 + ["running", "pending"]
 
 
-def test_an_error_ipython_could_not_show_is_said_from_the_cells_output(run_notebook, tmp_path, monkeypatch, capsys):
+# an error with indented lines of its own (pydantic's) was cut to what followed its last indented line: here nothing
+VALIDATION_ERROR = ("pydantic_core._pydantic_core.ValidationError: 1 validation error for int\n  Input should be a valid "
+                    "integer, unable to parse string as an integer [type=int_parsing, input_value='a', input_type=str]"
+                    "\n    For further information visit https://errors.pydantic.dev/")
+
+
+@pytest.mark.parametrize("x, said", [
+    ("{}", "jinja2.exceptions.UndefinedError: 'dict object' has no attribute 'missing'"),
+    ("type('X', (), {'missing': property(lambda _: pydantic.TypeAdapter(int).validate_python('a'))})()",
+     VALIDATION_ERROR)], ids=["undefined", "indented"])
+def test_an_error_ipython_could_not_show_is_said_from_the_cells_output(run_notebook, tmp_path, monkeypatch, capsys,
+                                                                       x, said):
     # IPython, showing a traceback through a template's frame, read the .jinja file as Python and failed: the cell has
     # no error output, papermill's message is empty, and the line said "failed at cell 2 (...): CellExecutionError: "
     (tmp_path / "t.jinja").write_text("{{ x.missing }}\n(an open parenthesis\n")
     notebook = tmp_path / "unshown.ipynb"
     parameters = nbformat.v4.new_code_cell("run_dir = ''", metadata={"tags": ["parameters"]})
-    renders = (f"import jinja2\njinja2.Environment(loader=jinja2.FileSystemLoader({str(tmp_path)!r}), "
-               "undefined=jinja2.StrictUndefined).get_template('t.jinja').render(x={})")
+    renders = (f"import jinja2, pydantic\njinja2.Environment(loader=jinja2.FileSystemLoader({str(tmp_path)!r}), "
+               f"undefined=jinja2.StrictUndefined).get_template('t.jinja').render(x={x})")
     kernel = {"kernelspec": {"name": KERNEL_NAME, "language": "python", "display_name": "Python (repro)"}}
     nbformat.write(nbformat.v4.new_notebook(cells=[parameters, nbformat.v4.new_code_cell(renders)], metadata=kernel),
                    notebook)
@@ -211,11 +222,10 @@ def test_an_error_ipython_could_not_show_is_said_from_the_cells_output(run_noteb
     assert run_cli.run_notebooks({"notebooks": ["01_construct"]}, tmp_path / "run", fingerprint={"given": 1}) == 1
     err = capsys.readouterr().err
     # the error the cell raised, not IPython's own (tokenize.TokenError: EOF in multi-line statement)
-    assert ("Notebook 01_construct failed at cell 2 (execution count 3): jinja2.exceptions.UndefinedError: 'dict "
-            "object' has no attribute 'missing' (from the text of the cell's output: the kernel gave no message)\n"
-            ) in err, err
+    assert f"Notebook 01_construct failed at cell 2 (execution count 3): {said}" in err, err
+    assert "(from the text of the cell's output: the kernel gave no message)\n" in err
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["error"].startswith(
-        "Notebook 01_construct failed at cell 2 (execution count 3): jinja2.exceptions.UndefinedError: ")
+        f"Notebook 01_construct failed at cell 2 (execution count 3): {said}")
 
 
 def test_a_notebooks_error_reaches_the_terminal_with_its_control_characters_escaped(tmp_path, monkeypatch, capsys,

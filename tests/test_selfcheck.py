@@ -19,7 +19,7 @@ from conftest import MAIN, PINNED, html_elements, shown_text
 
 from repro import card as repro_card
 from repro import cli
-from repro.errors import DataError, ModelLoadError, ParameterError
+from repro.errors import DataError, ModelLoadError, ParameterError, ReproError
 from repro.parameters import CardParams
 from repro.manifest import Manifest, find_selfcheck, selfcheck_summary
 from repro.paths import RunDir, default_run_dir
@@ -515,6 +515,22 @@ def test_the_markdown_reports_gpu_figures_when_a_gpu_measured_them(offline_repor
     assert "| GPU | Some GPU (80.0 GiB) |" in md
     assert "Engine: 210.0 useful TFLOP/s, 30.0 % of a fp16 matmul measured in the same run (700 TFLOP/s)" in md
     assert "held 2600 MB of GPU memory" in md
+
+
+def test_an_error_in_the_report_template_names_it_and_its_line(offline_report, monkeypatch):
+    # a record's value the report's template cannot format (a bug: a figure left as text) reached IPython with the
+    # template's frames, which it read as Python: the notebook's cell, and `repro run`, said nothing
+    from repro.cli import selfcheck
+
+    template = Path(selfcheck.__file__).parent / "templates" / "selfcheck.md.jinja"
+    record = json.loads(json.dumps(offline_report.record))
+    record["timing"]["mean_tokens_per_pass"] = "n/a"
+    line = next(i for i, text in enumerate(template.read_text().splitlines(), 1) if "mean_tokens_per_pass|f(" in text)
+    with pytest.raises(ReproError) as caught:
+        selfcheck.render_markdown(record)
+    assert str(caught.value).startswith(f"The self-check's template selfcheck.md.jinja, line {line}: ValueError: "
+                                        "Unknown format code 'f' for object of type 'str'. This is a bug in repro.cli.selfcheck")
+    assert caught.value.__suppress_context__
 
 
 def test_offline_without_weights_nothing_is_checked_and_the_verdict_says_why(tmp_path, two_rows, capsys):

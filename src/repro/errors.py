@@ -1,13 +1,15 @@
 """The one exception type users see: a paragraph that names the parameter or row and says what to do."""
 
+import contextlib
 import difflib
 import json
 import os
 import re
 import sys
+import traceback
 import unicodedata
 import warnings
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 NOTICE = "repro: "  # the start of what the package says on stderr beside its work (`repro run` repeats it)
 PACKAGE_DIR = os.path.dirname(__file__) + os.sep
@@ -46,6 +48,26 @@ class ReproError(Exception):
     def _render_traceback_(self) -> list[str]:
         """IPython's hook: a notebook cell shows the paragraph, without the stack (the cell still fails)."""
         return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
+
+
+@contextlib.contextmanager
+def rendering(whose: str, advice: str) -> Iterator[None]:
+    """An error while `whose` templates compile or render (a record's value they cannot show, a function they call
+    that raises), raised again as a ReproError naming the template, its line and the error, then `advice`, from None:
+    IPython, showing a traceback through a template's frames, reads the .jinja file as Python, fails, and the cell
+    says nothing (`repro run`: "CellExecutionError: ")."""
+    try:
+        yield
+    except ReproError:  # (a paragraph already, which IPython shows without the stack)
+        raise
+    except Exception as exc:
+        # the innermost template's line (a syntax error's too: jinja gives it a frame of its template); a macro called
+        # from Python raises from its template's compiled code, whose line jinja maps to the template's
+        where = [f"template {os.path.basename(frame.f_code.co_filename)}, line "
+                 f"{t.get_corresponding_lineno(line) if (t := frame.f_globals.get('__jinja_template__')) else line}"
+                 for frame, line in traceback.walk_tb(exc.__traceback__) if frame.f_code.co_filename.endswith(".jinja")]
+        raise ReproError(f"{whose} {where[-1] if where else 'templates'}: {type(exc).__name__}: {exc}. {advice}") \
+            from None
 
 
 class Interrupted(KeyboardInterrupt):

@@ -5,11 +5,13 @@ from typing import Any
 
 import jinja2
 
+from ..errors import rendering
 from ..parameters import code_span, one_line
 
 # the prose of metrics.json, compare.json and the notebooks' headlines: templates/, one macro per text
-_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), trim_blocks=True,
-                          lstrip_blocks=True, undefined=jinja2.StrictUndefined, autoescape=False)
+TEMPLATES = Path(__file__).parent / "templates"
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True, lstrip_blocks=True,
+                          undefined=jinja2.StrictUndefined, autoescape=False)
 
 
 def number(x: float | None, spec: str = ".4g") -> str:
@@ -32,4 +34,6 @@ _ENV.filters.update(g=number, percent=percent, p=p_value, code=code_span, text=o
 
 def prose(template: str, macro: str, *args: Any) -> str:
     """A macro of templates/<template>.jinja filled with `args`, without the blank lines around it."""
-    return str(getattr(_ENV.get_template(f"{template}.jinja").module, macro)(*args)).strip("\n")
+    with rendering("The analysis'", "If a run's records (metrics.json, compare.json) were edited or cut short, run "
+                   f"its notebooks again to write them anew; if not, this is a bug in repro.analysis ({TEMPLATES})."):
+        return str(getattr(_ENV.get_template(f"{template}.jinja").module, macro)(*args)).strip("\n")

@@ -13,9 +13,8 @@ import os
 import re
 import shutil
 import tempfile
-import traceback
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import datasets
 import jinja2
@@ -28,7 +27,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from ..analysis import p_value
 from ..dataset_io import split_files
-from ..errors import DataError, ReproError
+from ..errors import DataError, ReproError, rendering
 from ..exporters import FORMATS
 from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import NOT_FROM_CHECKOUT, Manifest
@@ -41,6 +40,10 @@ from .facts import (CONFIG_NAME, LENGTH_BIAS_P, LENGTH_BIAS_RHO, LENGTH_BIAS_ROW
                     gather_facts, public_value, shaping_parameters)
 
 TEMPLATES = Path(__file__).parent / "templates"
+# an error inside the templates, as a ReproError naming the template and its line, and what to do
+card_rendering = functools.partial(rendering, "The card's", (
+    "If the run's records (manifest.json, metrics.json, compare.json) were edited or cut short, run the notebooks "
+    f"again to write them anew; if not, this is a bug in repro.card ({TEMPLATES})."))
 LANGUAGES = ("en", "zh")  # the body's halves, in this order; each has templates/<lang>.jinja
 # what a template leaves unfinished: the hub template's words, Jinja it did not run, TODO or TBD as words
 PLACEHOLDER_RE = re.compile(r"More Information needed|需补充更多信息|\{\{|\{%|\b(?:TODO|TBD)\b", re.I)
@@ -138,27 +141,8 @@ def _environment_of(lang: str, templates: Path, stamp: tuple) -> jinja2.Environm
 
 def phrases(lang: str) -> Any:
     """The sentences of one language (templates/<lang>.jinja): its words as attributes, its sentences as macros."""
-    with rendering():
+    with card_rendering():
         return _environment(lang).globals["t"]
-
-
-@contextlib.contextmanager
-def rendering() -> Iterator[None]:
-    """An error while the card's templates compile or render (a record's value they cannot show, a function they call
-    that raises), raised again as a ReproError naming the template, its line and the error, from None: IPython, showing
-    a traceback through a template's frames, reads the .jinja file as Python, fails, and the cell says nothing."""
-    try:
-        yield
-    except ReproError:  # (a paragraph already, which IPython shows without the stack)
-        raise
-    except Exception as exc:
-        # the innermost template's line (a syntax error's too: jinja gives it a frame of its template)
-        where = [f"template {Path(frame.f_code.co_filename).name}, line {line}"
-                 for frame, line in traceback.walk_tb(exc.__traceback__) if frame.f_code.co_filename.endswith(".jinja")]
-        raise ReproError(f"The card's {where[-1] if where else 'templates'}: {type(exc).__name__}: {exc}. If the run's "
-                         f"records (manifest.json, metrics.json, compare.json) were edited or cut short, run the "
-                         f"notebooks again to write them anew; if not, this is a bug in repro.card ({TEMPLATES}).") \
-            from None
 
 
 def _tidy(text: str) -> str:
@@ -168,14 +152,14 @@ def _tidy(text: str) -> str:
 
 def render_section(facts: CardFacts, name: str, lang: str) -> str:
     """One section of the body (a macro of templates/sections.jinja: "selfcheck", "reproduction", ...)."""
-    with rendering():
+    with card_rendering():
         sections = _environment(lang).get_template("sections.jinja").make_module({"facts": facts})
         return _tidy(str(getattr(sections, name)()))
 
 
 def render_body(facts: CardFacts) -> str:
     """The card's Markdown body: every section in English, then the same sections in Chinese."""
-    with rendering():
+    with card_rendering():
         halves = [_tidy(_environment(lang).get_template("card.md.jinja").render(facts=facts)) for lang in LANGUAGES]
     return "\n" + "\n\n---\n\n".join(halves) + "\n"
 

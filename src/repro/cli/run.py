@@ -126,7 +126,8 @@ CHAINED_RE = re.compile(r"\n\s*(?:During handling of the above exception, anothe
 
 def _said_in_cell(notebook: str | None) -> str:
     """The error the failed cell of the `notebook` text printed as text where the kernel sent no error output: the
-    last lines, below its frames, of the last traceback there (of the one before IPython's own); "" if none."""
+    whole message below the frames of the last traceback there (of the one before IPython's own), however many of its
+    lines are indented (pydantic's); "" if none."""
     cells = json.loads(notebook)["cells"] if notebook else []
     failed = next((c for c in cells if c.get("metadata", {}).get("papermill", {}).get("exception")), {})
     text = "".join("".join(o.get("text", "")) for o in failed.get("outputs", []) if o.get("output_type") == "stream")
@@ -135,8 +136,9 @@ def _said_in_cell(notebook: str | None) -> str:
     if UNSHOWN in text and len(tracebacks) > 1:
         tracebacks.pop()  # (IPython's own failure)
     lines = (tracebacks[-1] if tracebacks else "").rstrip().splitlines()
-    frames = [i for i, line in enumerate(lines) if line[:1].isspace()]
-    return "\n".join(lines[frames[-1] + 1:]) if frames else ""
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")] or [len(lines)]  # (then their source)
+    start = next((i for i in range(frames[-1], len(lines)) if not lines[i][:1].isspace()), len(lines))
+    return "\n".join(lines[start:])
 
 
 def _disk_full(exc: BaseException, run: RunDir) -> Path | None:

@@ -21,7 +21,7 @@ import torch
 from huggingface_hub import constants, get_session, try_to_load_from_cache
 
 from ..construct.pairs import collect_candidates, select_pair
-from ..errors import DataError, ParameterError, ReproError, counted
+from ..errors import DataError, ParameterError, ReproError, counted, rendering
 from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import (ConstructParams, Count, Device, check_value, code_span, default_batch_tokens, one_line,
@@ -618,7 +618,8 @@ def _shell_command(argv: Sequence[str]) -> str:
     return " ".join(["repro", *map(word, argv)])
 
 
-REPORT = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+TEMPLATES = Path(__file__).parent / "templates"
+REPORT = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
                             undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True,
                             keep_trailing_newline=True, autoescape=False)
 # tidy: a text with no path of this machine (`_pasteable`), its HTML shown as text (`one_line`: its code spans kept
@@ -630,7 +631,9 @@ REPORT.filters.update(rows=lambda n: counted(n, "row"), label=_model_label, lock
 
 def render_markdown(record: dict[str, Any]) -> str:
     """selfcheck.md from a selfcheck.json record (templates/selfcheck.md.jinja)."""
-    return REPORT.get_template("selfcheck.md.jinja").render(record=record)
+    with rendering("The self-check's", f"This is a bug in repro.cli.selfcheck ({TEMPLATES}): report it with the "
+                   f"{SELFCHECK_JSON} the check wrote."):
+        return REPORT.get_template("selfcheck.md.jinja").render(record=record)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
