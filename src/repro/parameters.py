@@ -177,6 +177,10 @@ def table_cell(text: Any) -> str:
 LINE_BREAK_RE = re.compile(r"\r\n?|\n")  # (CommonMark's line endings)
 CODE_SPAN_RE = re.compile(r"(?<![`\\])(`+)(?!`).*?(?<!`)\1(?!`)")  # (a run of backticks to one as long; \` opens none)
 EMPHASIS_RE = re.compile(r"\*|_+")  # (what may open or close emphasis: `_escaped_emphasis` says which)
+# a backslash CommonMark reads as an escape (before ASCII punctuation), or one at the end (which would escape what
+# the prose puts after it); by `spans`, as one_line's: one before a backtick is left an escape in text that keeps its
+# own code spans (a backtick as text)
+BACKSLASH_RE = {spans: re.compile(r"\\(?=[!-/:-@\[-_{-~" + "`" * (not spans) + r"]|\Z)") for spans in (False, True)}
 
 
 def _escaped_emphasis(match: re.Match) -> str:
@@ -195,15 +199,16 @@ def one_line(text: Any, spans: bool = False, markdown: bool = False) -> str:
     """Text from the data, the user or a record in Markdown's prose (the card's, a notebook's): its HTML (<, >, &),
     links and images (`](`), `$` (two enclose math to JupyterLab and the Hub), emphasis (`*`, `_` but inside a word)
     and backticks (which would pair with a code span's after it; `spans`: left to make its own, where no value's span
-    follows) shown as text, on one line.
-    `markdown`: a paragraph of Markdown a record holds (a member's verdict), its bold, entities and code spans kept,
-    its HTML (a `<` that starts a tag), links (`](`, a definition's `]:`) and `$` shown as text."""
+    follows, and `\\`` a backtick as text) shown as text, its backslashes too (`a\\*b`, `c:\\`), on one line.
+    `markdown`: a paragraph of Markdown a record holds (a member's verdict), its bold, entities, escapes and code spans
+    kept, its HTML (a `<` that starts a tag), links (`](`, a definition's `]:`) and `$` shown as text."""
     if isinstance(text, Shown):
         return text
     def escaped(part: str) -> str:
-        if markdown:
-            return re.sub(r"<(?=[a-zA-Z/!?])|(?<!\\)\$", lambda m: "&lt;" if m[0] == "<" else "\\$", part).replace(
-                "](", "]\\(").replace("]:", "]\\:")
+        if markdown:  # (a `$` after an escaped backslash, `\\$`, is no escaped one)
+            return re.sub(r"<(?=[a-zA-Z/!?])|(?<!\\)((?:\\\\)*)\$", lambda m: "&lt;" if m[0] == "<" else m[1] + "\\$",
+                          part).replace("](", "]\\(").replace("]:", "]\\:")
+        part = BACKSLASH_RE[spans].sub(r"\\\\", part)  # (before the entities: `\&amp;` would show `&amp;`)
         part = EMPHASIS_RE.sub(_escaped_emphasis, html.escape(part, quote=False))
         part = part.replace("](", "]\\(").replace("$", "\\$")
         return part if spans else part.replace("`", "&#96;")
