@@ -525,6 +525,16 @@ def test_backslashes_in_text_are_shown_as_written_and_leave_its_escapes_whole():
     assert shown_text(shown) == "x\\$y a\\$b `$z" and html_elements(shown) == []
 
 
+def test_plain_text_is_the_text_markdown_shows_of_one_lines_and_code_spans_output():
+    """05_family's tables (HTML, no Markdown) show a verdict's headline (Markdown of one_line, code_span and bold) as
+    plain_text: its escapes, entities, code spans and bold as Markdown shows them."""
+    for raw in ("x\\$y$z", "a\\*b\\* _c_", "<img src=x> & &amp; **b**", "a`b", "`` x ``", "C:\\runs\\"):
+        one, span = parameters.one_line(raw), parameters.code_span(raw)
+        for markdown in (one, span, f"**Reproduced: {one}** of {span} \\` ` &lt;"):
+            assert parameters.plain_text(markdown) == shown_text(markdown), markdown
+        assert parameters.plain_text(one) == parameters.plain_text(span) == raw
+
+
 def test_yaml_anchors_and_merge_keys_share_values_between_bundles(tmp_path):
     """`<<: *anchor` (YAML's merge key) was refused as "not valid YAML"; a key the merge gives and the mapping sets
     again is the mapping's (YAML's rule), while a key set twice by hand is still refused."""

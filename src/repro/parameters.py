@@ -181,6 +181,8 @@ EMPHASIS_RE = re.compile(r"\*|_+")  # (what may open or close emphasis: `_escape
 # the prose puts after it); by `spans`, as one_line's: one before a backtick is left an escape in text that keeps its
 # own code spans (a backtick as text)
 BACKSLASH_RE = {spans: re.compile(r"\\(?=[!-/:-@\[-_{-~" + "`" * (not spans) + r"]|\Z)") for spans in (False, True)}
+# what `plain_text` reads as text: an escape (its character), an entity, bold's marks
+MARKED_RE = re.compile(r"\\([!-/:-@\[-`{-~])|&(#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]*);|\*\*")
 
 
 def _escaped_emphasis(match: re.Match) -> str:
@@ -219,6 +221,20 @@ def one_line(text: Any, spans: bool = False, markdown: bool = False) -> str:
     shown = Shown(LINE_BREAK_RE.sub(" ", "".join(pieces) + escaped(raw[last:])))
     shown.raw = str(text)
     return shown
+
+
+def plain_text(markdown: str) -> str:
+    """What a reader sees of a line of Markdown as `one_line`, `code_span` and the prose's bold write it, as text (a
+    table's cell, HTML's text): its code spans' text, each escape and entity the character it stands for, no `**`."""
+    def unescaped(part: str) -> str:
+        return MARKED_RE.sub(lambda m: m[1] or ("" if m[0] == "**" else html.unescape(m[0])), part)
+    pieces, last = [], 0
+    for span in CODE_SPAN_RE.finditer(markdown):  # (its text as it is, less a space each side of a spaced one)
+        shown = span[0][len(span[1]):-len(span[1])]
+        pieces += [unescaped(markdown[last:span.start()]),
+                   shown[1:-1] if shown[:1] == shown[-1:] == " " and shown.strip(" ") else shown]
+        last = span.end()
+    return "".join(pieces) + unescaped(markdown[last:])
 
 
 def fence(text: str, least: int = 1) -> str:
