@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import html
 import json
 import os
 import re
@@ -33,7 +34,7 @@ from repro.cli import family as family_cli
 from repro.cli import main
 from repro.errors import DataError, ParameterError
 from repro.manifest import Manifest
-from repro.parameters import FamilyViewParams, load_params_file
+from repro.parameters import FamilyViewParams, code_span, load_params_file, one_line
 from repro.paths import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -1154,6 +1155,36 @@ def test_a_members_stored_verdict_and_records_never_become_html_or_links_in_05_f
     assert "<img src=x onerror=alert(1)> ` [x](javascript:alert(1))" in shown_text(verdicts.data)  # (as text)
     for table in (members, headlines, origins(view)):
         assert not re.search(r"<img|href", table.to_html())
+
+
+def test_names_holding_markdowns_marks_show_as_written_in_05_familys_tables(tmp_path, monkeypatch):
+    """A member `_run $5 <a> x\\$y_` whose verdict (04_compare's Markdown) names it, a parameter `_$p<q>_` the members
+    differ in: the tables' verdict headlines and the caption of where rows came from showed Markdown's escapes as
+    typed (`\\$`, `\\_`, `&lt;`), for pandas' HTML is no Markdown. Now they hold the text, HTML-escaped once."""
+    import IPython.display
+
+    root, name, parameter = tmp_path / "fam", "_run $5 <a> x\\$y_", "_$p<q>_"
+    for index, member in enumerate((name, "other")):
+        _member(root, member, index, [0.1, 0.3, 0.0, 0.5], {parameter: index}, {"rows_computed": 4})
+        verdict = (f"**Reproduced: 4 of 4 rows of {one_line(member)} ({code_span(member)}) agree**; "
+                   "a \\`b &amp; c\n\nmore")
+        (root / member / "compare.json").write_text(json.dumps({"verdict": verdict}))
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs: shown.extend(objs))
+    family_view_module.show_members(view)
+    show_verdicts(view)
+    members, *_, headlines, _ = shown
+
+    def texts(table, element: str) -> list[str]:  # (the text of each such element of the table's HTML)
+        found = re.findall(rf"<{element}\b[^>]*>(.*?)</{element}>", table.to_html(), re.S)
+        assert not [c for c in found if "<" in c], found
+        return [html.unescape(c) for c in found]
+
+    said = [f"Reproduced: 4 of 4 rows of {m} ({m}) agree; a `b & c" for m in (name, "other")]
+    assert texts(headlines, "td") == [name, said[0], "other", said[1]]
+    assert name in texts(members, "td") and set(said) <= set(texts(members, "td"))
+    assert texts(origins(view), "caption") == [f"Parameters that differ between the members: {parameter}"]
 
 
 def test_the_family_margins_figure_keeps_long_member_names_and_its_labels_inside_it(tmp_path):

@@ -487,9 +487,11 @@ def test_dollar_signs_in_text_are_shown_as_written_not_typeset_as_math():
                        (parameters.one_line("rm_$5 `x$` $10", spans=True), "rm_$5 x$ $10"),
                        (parameters.one_line(str(parameters.one_line("pub_$5_$10 &")) + " **b**", markdown=True),
                         "pub_$5_$10 & b"),  # (a verdict stored escaped, then one of an older repro, as written)
-                       (parameters.one_line("pub_$5_$10 **b**", markdown=True), "pub_$5_$10 b")):
+                       (parameters.one_line("pub_$5_$10 **b**", markdown=True), "pub_$5_$10 b"),
+                       # (a verdict an older one_line wrote of `x\$y$z`: its `\\` a backslash, its `$` unescaped)
+                       (parameters.one_line("x\\\\$y\\$z", markdown=True), "x\\$y$z")):
         outside = re.sub(r"`[^`]*`", "", shown)
-        assert not re.search(r"(?<!\\)\$", outside) and shown_text(shown) == raw, shown
+        assert not re.search(r"(?<!\\)(\\\\)*\$", outside) and shown_text(shown) == raw, shown
 
 
 def test_asterisks_and_underscores_in_text_are_shown_as_written_not_as_emphasis():
@@ -505,6 +507,32 @@ def test_asterisks_and_underscores_in_text_are_shown_as_written_not_as_emphasis(
     assert shown == "rm\\_\\*x\\*\\_y `a*b*c_` \\_z" and shown_text(shown) == "rm_*x*_y a*b*c_ _z"
     verdict = "**Reproduced** for `mini_1`: _its_ rows"  # (a record's Markdown keeps its emphasis)
     assert parameters.one_line(verdict, markdown=True) == verdict
+
+
+def test_backslashes_in_text_are_shown_as_written_and_leave_its_escapes_whole():
+    """A run folder `x\\$y$z`, a model folder `a\\*b\\*`: the folder's backslash and the one one_line put before the
+    `$`, `*` made `\\\\$` (a backslash shown, then a `$` that opens math, a `*` emphasis); `a\\#b` lost its backslash,
+    `a\\&b` showed `&amp;`, `c\\` before the prose's `)` lost it. A backslash before ASCII punctuation (CommonMark's
+    escapes) or at the end is escaped too (in `spans` text but before a backtick, which there says a backtick as text),
+    so the rendered text is the folder's name."""
+    unescaped = r"(?<!\\)(\\\\)*[$*]"  # (after no backslash, or after a backslash escaped)
+    for raw in ("x\\$y$z", "a\\*b\\*", "a\\*b*", "a\\#b \\& \\<img src=x> c\\", "C:\\runs\\rm_1 \\_a_",
+                "a\\\\*b\\\\*", "[l]\\(u) \\](u)"):
+        for shown in (parameters.one_line(raw), parameters.one_line(raw, spans=True)):
+            assert shown_text(f"({shown})") == f"({raw})" and shown.raw == raw and html_elements(shown) == [], shown
+            assert not re.search(unescaped, shown) and not re.search("<(em|a)\\b", MarkdownIt().render(shown)), shown
+    shown = parameters.one_line("x\\$y `a\\$b` \\`$z", spans=True)  # (a span's text as it is; \\`: a backtick)
+    assert shown_text(shown) == "x\\$y a\\$b `$z" and html_elements(shown) == []
+
+
+def test_plain_text_is_the_text_markdown_shows_of_one_lines_and_code_spans_output():
+    """05_family's tables (HTML, no Markdown) show a verdict's headline (Markdown of one_line, code_span and bold) as
+    plain_text: its escapes, entities, code spans and bold as Markdown shows them."""
+    for raw in ("x\\$y$z", "a\\*b\\* _c_", "<img src=x> & &amp; **b**", "a`b", "`` x ``", "C:\\runs\\"):
+        one, span = parameters.one_line(raw), parameters.code_span(raw)
+        for markdown in (one, span, f"**Reproduced: {one}** of {span} \\` ` &lt;"):
+            assert parameters.plain_text(markdown) == shown_text(markdown), markdown
+        assert parameters.plain_text(one) == parameters.plain_text(span) == raw
 
 
 def test_yaml_anchors_and_merge_keys_share_values_between_bundles(tmp_path):

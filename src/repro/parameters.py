@@ -177,6 +177,12 @@ def table_cell(text: Any) -> str:
 LINE_BREAK_RE = re.compile(r"\r\n?|\n")  # (CommonMark's line endings)
 CODE_SPAN_RE = re.compile(r"(?<![`\\])(`+)(?!`).*?(?<!`)\1(?!`)")  # (a run of backticks to one as long; \` opens none)
 EMPHASIS_RE = re.compile(r"\*|_+")  # (what may open or close emphasis: `_escaped_emphasis` says which)
+# a backslash CommonMark reads as an escape (before ASCII punctuation), or one at the end (which would escape what
+# the prose puts after it); by `spans`, as one_line's: one before a backtick is left an escape in text that keeps its
+# own code spans (a backtick as text)
+BACKSLASH_RE = {spans: re.compile(r"\\(?=[!-/:-@\[-_{-~" + "`" * (not spans) + r"]|\Z)") for spans in (False, True)}
+# what `plain_text` reads as text: an escape (its character), an entity, bold's marks
+MARKED_RE = re.compile(r"\\([!-/:-@\[-`{-~])|&(#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]*);|\*\*")
 
 
 def _escaped_emphasis(match: re.Match) -> str:
@@ -195,15 +201,16 @@ def one_line(text: Any, spans: bool = False, markdown: bool = False) -> str:
     """Text from the data, the user or a record in Markdown's prose (the card's, a notebook's): its HTML (<, >, &),
     links and images (`](`), `$` (two enclose math to JupyterLab and the Hub), emphasis (`*`, `_` but inside a word)
     and backticks (which would pair with a code span's after it; `spans`: left to make its own, where no value's span
-    follows) shown as text, on one line.
-    `markdown`: a paragraph of Markdown a record holds (a member's verdict), its bold, entities and code spans kept,
-    its HTML (a `<` that starts a tag), links (`](`, a definition's `]:`) and `$` shown as text."""
+    follows, and `\\`` a backtick as text) shown as text, its backslashes too (`a\\*b`, `c:\\`), on one line.
+    `markdown`: a paragraph of Markdown a record holds (a member's verdict), its bold, entities, escapes and code spans
+    kept, its HTML (a `<` that starts a tag), links (`](`, a definition's `]:`) and `$` shown as text."""
     if isinstance(text, Shown):
         return text
     def escaped(part: str) -> str:
-        if markdown:
-            return re.sub(r"<(?=[a-zA-Z/!?])|(?<!\\)\$", lambda m: "&lt;" if m[0] == "<" else "\\$", part).replace(
-                "](", "]\\(").replace("]:", "]\\:")
+        if markdown:  # (a `$` after an escaped backslash, `\\$`, is no escaped one)
+            return re.sub(r"<(?=[a-zA-Z/!?])|(?<!\\)((?:\\\\)*)\$", lambda m: "&lt;" if m[0] == "<" else m[1] + "\\$",
+                          part).replace("](", "]\\(").replace("]:", "]\\:")
+        part = BACKSLASH_RE[spans].sub(r"\\\\", part)  # (before the entities: `\&amp;` would show `&amp;`)
         part = EMPHASIS_RE.sub(_escaped_emphasis, html.escape(part, quote=False))
         part = part.replace("](", "]\\(").replace("$", "\\$")
         return part if spans else part.replace("`", "&#96;")
@@ -214,6 +221,20 @@ def one_line(text: Any, spans: bool = False, markdown: bool = False) -> str:
     shown = Shown(LINE_BREAK_RE.sub(" ", "".join(pieces) + escaped(raw[last:])))
     shown.raw = str(text)
     return shown
+
+
+def plain_text(markdown: str) -> str:
+    """What a reader sees of a line of Markdown as `one_line`, `code_span` and the prose's bold write it, as text (a
+    table's cell, HTML's text): its code spans' text, each escape and entity the character it stands for, no `**`."""
+    def unescaped(part: str) -> str:
+        return MARKED_RE.sub(lambda m: m[1] or ("" if m[0] == "**" else html.unescape(m[0])), part)
+    pieces, last = [], 0
+    for span in CODE_SPAN_RE.finditer(markdown):  # (its text as it is, less a space each side of a spaced one)
+        shown = span[0][len(span[1]):-len(span[1])]
+        pieces += [unescaped(markdown[last:span.start()]),
+                   shown[1:-1] if shown[:1] == shown[-1:] == " " and shown.strip(" ") else shown]
+        last = span.end()
+    return "".join(pieces) + unescaped(markdown[last:])
 
 
 def fence(text: str, least: int = 1) -> str:

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import contextlib
+import html
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,7 +21,7 @@ from ..errors import DataError, counted, did_you_mean
 from ..family import short_of
 from ..jobs import atomic_write_json
 from ..manifest import LAST_RUN, Manifest, now
-from ..parameters import FamilyViewParams, code_span, one_line
+from ..parameters import FamilyViewParams, code_span, one_line, plain_text
 from ..exporters import seed_view
 from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir, project_root
 from ..records import COMPARE, FAMILY_VIEW, METRICS, holds, read_record, redo
@@ -321,12 +321,14 @@ def origins(view: FamilyView) -> Any:
                  "from_work": "from their own earlier runs (work/)"})
     differ = ", ".join(view.summary["parameters_that_differ"]) or "none"
     started = " that started" if any(m["status"] == NOT_STARTED for m in view.summary["members"]) else ""
-    return table.style.set_caption(one_line(f"Parameters that differ between the members{started}: {differ}"))
+    # (a Styler's caption is HTML, which pandas leaves as it is: its text escaped for HTML, not for Markdown)
+    return table.style.set_caption(html.escape(f"Parameters that differ between the members{started}: {differ}"))
 
 
 def headline(verdict: str | None) -> str:
-    """A verdict's first paragraph (reproduced or not, within what, how many rows) as plain text: a table's cell."""
-    return re.sub(r"\*\*|`", "", (verdict or "").split("\n\n")[0])
+    """A verdict's first paragraph (reproduced or not, within what, how many rows) as plain text: a table's cell (the
+    table escapes it for HTML)."""
+    return plain_text((verdict or "").split("\n\n")[0])
 
 
 def show_verdicts(view: FamilyView) -> None:
