@@ -71,3 +71,17 @@ def test_a_name_a_failed_cell_never_set_says_so_in_one_line(shell, capsys):
     scoring = next("".join(c["source"]) for c in notebook["cells"] if "".join(c["source"]).startswith("## 5 "))
     assert "Finished chunks stay in `work/scoring/`: after an interrupt or a failure, Run All continues from them" \
         in scoring
+
+
+def test_a_template_error_names_its_template_and_line_and_ends_one_sentence_once(tmp_path):
+    import jinja2
+
+    from repro.errors import ReproError, rendering
+
+    (tmp_path / "t.jinja").write_text("first line\n{{ '200' | comma }}\n", encoding="utf-8")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(tmp_path))
+    env.filters["comma"] = lambda value: format(value, ",")  # str's format: "Cannot specify ',' with 's'."
+    with pytest.raises(ReproError) as caught, rendering("The test's", "Run it again."):
+        env.get_template("t.jinja").render()
+    assert str(caught.value) == ("The test's template t.jinja, line 2: ValueError: Cannot specify ',' with 's'. "
+                                 "Run it again.")
