@@ -1,7 +1,10 @@
 """A ReproError in a notebook cell shows its paragraph, not a stack; other exceptions keep their traceback."""
 
+import jinja2
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+
+from repro.errors import ReproError, rendering
 
 
 @pytest.fixture
@@ -74,10 +77,6 @@ def test_a_name_a_failed_cell_never_set_says_so_in_one_line(shell, capsys):
 
 
 def test_a_template_error_names_its_template_and_line_and_ends_one_sentence_once(tmp_path):
-    import jinja2
-
-    from repro.errors import ReproError, rendering
-
     (tmp_path / "t.jinja").write_text("first line\n{{ '200' | comma }}\n", encoding="utf-8")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(tmp_path))
     env.filters["comma"] = lambda value: format(value, ",")  # str's format: "Cannot specify ',' with 's'."
