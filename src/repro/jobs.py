@@ -1,6 +1,5 @@
-"""Resumable, shardable work of generation and scoring (finished chunks in `work_dir/chunk-NNNNNN.json`, what they
-were made with in `note-NNNNNN.json`, another fingerprint's set aside in `stale-<digest>/`), here, as a torchrun rank
-or in its workers; progress; atomic writes."""
+"""Resumable, shardable generation/scoring (chunks: `work_dir/chunk-NNNNNN.json`, what made them: `note-NNNNNN.json`,
+another fingerprint's: `stale-<digest>/`), here, as a torchrun rank or in its workers; progress; atomic writes."""
 
 from __future__ import annotations
 
@@ -208,8 +207,7 @@ def chunk_share(n_chunks: int, rank: int, world_size: int) -> range:
 
 
 def idle_processes(items: int, chunk_size: int, processes: int, what: str, size_name: str = "chunk_size") -> str | None:
-    """What `processes` leave idle (a process takes whole chunks: `chunk_share`) and the `size_name` that feeds each;
-    None when every process gets a chunk."""
+    """What `processes` leave idle (whole chunks each: `chunk_share`), the `size_name` giving each work; else None."""
     chunks = num_chunks(items, chunk_size)
     if not 0 < chunks < processes:
         return None

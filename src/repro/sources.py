@@ -1,5 +1,4 @@
-"""Loading rows: the embedded demo, a hub dataset, a local .jsonl/.parquet file, a saved dataset, a folder in the
-hub's parquet layout, or a run directory."""
+"""Loading rows: the demo, a hub dataset, a .jsonl/.parquet file, a saved dataset, a hub-layout folder, a run dir."""
 
 from __future__ import annotations
 

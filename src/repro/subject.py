@@ -1,5 +1,4 @@
-"""Which dataset a run directory describes (its manifest's `subject`: its own, or one made elsewhere), so that a
-notebook about another dataset is refused there before anything is written."""
+"""Which dataset a run dir describes (its manifest's `subject`), so a notebook on another is refused before writing."""
 
 from __future__ import annotations
 
