@@ -795,8 +795,7 @@ def _scorer(spec: str, split: str) -> dict[str, Any] | None:
 
 
 def _hints(candidate_spec: str) -> dict[str, Any]:
-    """The slicing parameters (and `limit`, `ties`) the candidate's run built it with, and the rows its construction
-    dropped of its slice by reason (`dropped`); none unless it counted rows."""
+    """The candidate run's slicing parameters (`limit`, `ties` too) and `dropped` rows by reason; none if uncounted."""
     recorded = _recorded(candidate_spec)
     params, counts = recorded.get("parameters") or {}, recorded.get("counts") or {}
     dropped = {k.removeprefix("dropped_"): n for k, n in counts.items() if k.startswith("dropped_") and n}

@@ -50,9 +50,8 @@ def response_text(value: Any) -> str | None:
 
 
 def response_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
-    """Each row's response: the text, or the last `assistant` message of a conversation (null when it has none);
-    None for a column that is neither text nor a list of {content, role} messages. Of a column of both (datasets'
-    Json: values of mixed types), each row as what it holds (another value: null)."""
+    """Each row's text, or a conversation's last `assistant` message (null if none); None for a column neither text nor
+    {content, role} messages; of a mixed column (datasets' Json), each row as what it holds (else null)."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if isinstance(arr.type, pa.JsonType):  # (a text as an assistant turn)
         values = [[{"content": v, "role": "assistant"}] if isinstance(v, str) else v if isinstance(v, list) else None
@@ -106,16 +105,14 @@ def prompt_id_of(prompt: str) -> str:
 
 
 def row_prompt_id(row: dict[str, Any], prompt: str | None) -> str | None:
-    """A row's `prompt_id` (as text: a number's too), else its prompt's (`prompt_id_of`); None for neither (a prompt
-    that is not a non-empty string has no id)."""
+    """`prompt_id` (as text), else `prompt_id_of(prompt)`; None for neither (a blank or non-text prompt has no id)."""
     if (given := row.get("prompt_id")) not in (None, ""):
         return str(given)
     return prompt_id_of(prompt) if isinstance(prompt, str) and prompt.strip() else None
 
 
 def output_features(keep_all_candidates: bool = False, more_scorers: Sequence[str] = ()) -> Features:
-    """The features of the rows this project writes: the seed's, or with every candidate and its scores (as Snorkel's
-    and SPPO's outputs keep them), `more_scorers`' in `candidate_scores_<name>` columns."""
+    """Seed features, or with all candidates and scores (Snorkel, SPPO), candidate_scores_<name> of `more_scorers`."""
     if not keep_all_candidates:
         return SEED_FEATURES.copy()
     more = {f"candidate_scores_{name}": List(Value("float64")) for name in more_scorers}
@@ -190,15 +187,13 @@ def score_array(table: pa.Table, column: str, where: str, parameter: str = "data
 
 
 def column_values(column: pa.ChunkedArray | pa.Array) -> list[Any]:
-    """A column's values as Python's, those of datasets' Json feature (values of mixed types, stored as JSON text)
-    decoded."""
+    """A column's values as Python's, datasets' Json feature (mixed types stored as JSON text) decoded."""
     values = column.to_pylist()
     return [None if v is None else json.loads(v) for v in values] if isinstance(column.type, pa.JsonType) else values
 
 
 def scores_digest(table: pa.Table) -> str:
-    """A sha256 (16 hex digits) of every row's scores as float64 (missing: NaN): metrics.json records it, and 03_card
-    refuses metrics whose scores are not its dataset's."""
+    """hexdigest[:16] of the score columns as float64 (missing: NaN): 03_card refuses a metrics.json of other scores."""
     digest = hashlib.sha256()
     for column in SCORE_COLUMNS:
         digest.update(score_array(table, column, "scores_digest").tobytes())

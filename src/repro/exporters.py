@@ -30,9 +30,8 @@ def sppo_probabilities(scores: Sequence[float]) -> np.ndarray:
 
 
 def sppo_columns(scores: Sequence[float], chosen: int, rejected: int, lead: int = 0) -> dict[str, Any]:
-    """SPPO's columns of a row's every score and the pair picked (their indices in `scores`), as compute_prob.py
-    writes them: `probability`, `rm_scores`, `chosen_probs`, `chosen_probs_win`, `chosen_probs_lose`; `lead`: the
-    original pair ranked first (first_scored_only), in rm_scores only."""
+    """SPPO's columns, as compute_prob.py writes them: `probability`, `rm_scores`, `chosen_probs`, `chosen_probs_win`,
+    `chosen_probs_lose`; `lead`: the original pair ranked first (first_scored_only), in rm_scores only."""
     n, chosen, rejected = len(scores) - lead, chosen - lead, rejected - lead
     # compute_prob.py: probability over score[0..pairs-1] (the first n: with the originals first, the two of them
     # and the first generated ones), indexed by the argmax / argmin of rm_scores[-5:], the generated ones
@@ -190,8 +189,7 @@ def check_fit(scores: Any, n: int, where: str, of: str) -> None:
 
 
 def seed_row(row: dict[str, Any], fmt: str, where: str = "A row") -> dict[str, Any]:
-    """One row of format `fmt` in the seed's column names (as `seed_view`, untyped); a DataError naming `where` (and
-    its prompt_id) where its scores do not fit its candidates (`check_fit`)."""
+    """A `fmt` row in the seed's names (as `seed_view`, untyped); scores not fitting candidates: `check_fit`'s error."""
     prompt = prompt_text(row)
     chosen, rejected = response_text(row.get("chosen")), response_text(row.get("rejected"))
     if fmt == "sppo":

@@ -330,7 +330,6 @@ def is_done(member: Member) -> bool:
 
 
 def short_of(unfinished: dict[str, list[str]]) -> str:
-    """A family's error where not every member is complete (`unfinished`: {what they are: their names}); "" if all
-    are."""
+    """A family's error where not every member is complete (`unfinished`: {what they are: names}); "" if all are."""
     said = "; ".join(f"{', '.join(names)} {what}" for what, names in unfinished.items() if names)
     return said and f"not every member is complete: {said}"

@@ -62,10 +62,9 @@ def _where(row: dict[str, Any], index: int) -> str:
 
 
 def refused_turns(row: dict[str, Any]) -> tuple[str, str, str] | None:
-    """Why to_trl refuses a seed row's turns: (the shape the card names, the column, what its error says); None where
-    they are the same in `chosen` and `rejected`, from the user turn holding `prompt` (system turns before it belong
-    to the prompt, as TRL's extract_prompt takes them), before an assistant turn (non-empty in `chosen`; `rejected`
-    may be empty)."""
+    """Why to_trl refuses a seed row's turns: (the shape the card names, the column, its error); None where `chosen` and
+    `rejected` agree from the user turn holding `prompt` (system turns before it are the prompt's, as TRL's
+    extract_prompt takes them) up to an assistant turn (non-empty in `chosen`; `rejected`'s may be empty)."""
     for column in ("chosen", "rejected"):
         value = row.get(column)
         if not isinstance(value, list) or len(value) < 2 or not all(isinstance(m, dict) for m in value):
@@ -103,9 +102,8 @@ def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict
 
 
 def refused_scores(row: dict[str, Any]) -> tuple[str, str, str] | None:
-    """Why to_trl refuses a row's scores, as `refused_turns` says it: a given margin (GIVEN_MARGIN: a format without
-    pair scores, RLHFlow's pairs; null, SELM's: none) neither a finite number nor null, else scores not both finite
-    (a recipe's row without a pair); None where it takes them."""
+    """Why to_trl refuses a row's scores, as `refused_turns` says it: a given margin (GIVEN_MARGIN: RLHFlow's pairs';
+    SELM's null: none) neither finite nor null, else scores not both finite (a recipe's pairless row); None: taken."""
     if GIVEN_MARGIN in row:
         given = row[GIVEN_MARGIN]
         ok = given is None or _finite(given)

@@ -1,6 +1,5 @@
-"""Resumable, shardable work of generation and scoring (finished chunks in `work_dir/chunk-NNNNNN.json`, what they
-were made with in `note-NNNNNN.json`, another fingerprint's set aside in `stale-<digest>/`), here, as a torchrun rank
-or in its workers; progress; atomic writes."""
+"""Resumable, shardable generation/scoring (chunks: `work_dir/chunk-NNNNNN.json`, what made them: `note-NNNNNN.json`,
+another fingerprint's: `stale-<digest>/`), here, as a torchrun rank or in its workers; progress; atomic writes."""
 
 from __future__ import annotations
 
@@ -101,8 +100,7 @@ def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
 
 
 def fingerprint_on_disk(work_dir: Path) -> dict[str, Any] | str | None:
-    """`work_dir`'s fingerprint.json: None where none is (or being moved now), "damaged" where it is not JSON in the
-    shape `prepare_work_dir` writes it in (records.Fingerprint)."""
+    """None where none is (or it is being moved), "damaged" where not JSON shaped as records.Fingerprint."""
     try:
         found = json.loads((work_dir / FINGERPRINT_FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -113,8 +111,7 @@ def fingerprint_on_disk(work_dir: Path) -> dict[str, Any] | str | None:
 
 
 def digest_on_disk(work_dir: Path) -> str | None:
-    """The digest of `work_dir`'s work: None where none is, "damaged" where its fingerprint.json is
-    (`fingerprint_on_disk`)."""
+    """The digest of `work_dir`'s work: None where none is, "damaged" as `fingerprint_on_disk` says."""
     return found["digest"] if isinstance(found := fingerprint_on_disk(work_dir), dict) else found
 
 
@@ -137,8 +134,7 @@ def made_by(code: str | None, stage: str | None) -> str:
 
 def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any], cache: RowCache | None = None,
                      rows: Sequence[Any] = ()) -> str:
-    """Create `work_dir` for this fingerprint; move chunks of another fingerprint aside, saying so (`cache`: the row
-    cache this work uses, `rows` its items). Returns the digest."""
+    """Create `work_dir`; set another fingerprint's chunks aside, said (`cache`, `rows`: this work's). Its digest."""
     work_dir.mkdir(parents=True, exist_ok=True)
     digest, fp_path = fingerprint_of(fingerprint), work_dir / FINGERPRINT_FILE
     if fp_path.exists() and (old := digest_on_disk(work_dir)) != digest:
@@ -179,9 +175,8 @@ def note_path(work_dir: Path, index: int) -> Path:
 
 
 def read_note(work_dir: str | Path, index: int, what: str = "made_with") -> Any:
-    """What chunk `index` was made with (`run_chunked_with_stats`' `note`; `what="rows_from_cache"`: the rows the row
-    cache gave it), or None: not kept (an older repro's note keeps what it was made with alone), unreadable, or not in
-    the shape repro writes it in (records.ChunkNote: the budgets of a damaged one are not known)."""
+    """What chunk `index` was made with (`note`; `what="rows_from_cache"`: the rows the row cache gave it), or None: not
+    kept (an older repro's note), unreadable, or not a records.ChunkNote (a damaged one's budgets are not known)."""
     with contextlib.suppress(OSError, ValueError):
         kept = json.loads(note_path(Path(work_dir), index).read_text(encoding="utf-8"))
         if holds(NOTE, kept):
@@ -212,8 +207,7 @@ def chunk_share(n_chunks: int, rank: int, world_size: int) -> range:
 
 
 def idle_processes(items: int, chunk_size: int, processes: int, what: str, size_name: str = "chunk_size") -> str | None:
-    """What `processes` leave idle on `items` prompts in chunks of `chunk_size` (a process takes whole chunks:
-    `chunk_share`), and the `size_name` that gives each work; None when every process gets a chunk."""
+    """What `processes` leave idle (whole chunks each: `chunk_share`), the `size_name` giving each work; else None."""
     chunks = num_chunks(items, chunk_size)
     if not 0 < chunks < processes:
         return None
@@ -391,8 +385,7 @@ def _damaged(path: Path, problem: str, desc: str = "") -> DataError:
 
 
 def read_chunk(path: Path, desc: str = "") -> list[Any]:
-    """The results a chunk file holds; a DataError naming it (after `desc`), saying to delete it, where they are no
-    JSON list."""
+    """The results a chunk file holds; not a JSON list: a DataError naming it (after `desc`) that says to delete it."""
     try:
         out = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:  # (not UTF-8 either)
@@ -404,8 +397,8 @@ def read_chunk(path: Path, desc: str = "") -> list[Any]:
 
 def _load_chunk(work_dir: Path, index: int, items: Sequence[Any], chunk_size: int, desc: str,
                 check: Callable[[Any, Any], str | None] | None = None) -> list[Any] | None:
-    """Finished chunk `index` of `items`, or None where it is not on disk; an error where it holds another number of
-    results, or (`check(item, result)`: what a result should be where it is not that) a result of another shape."""
+    """Finished chunk `index`, or None if not on disk; an error where it holds another number of results, or a result
+    `check(item, result)` rejects (it returns what the result should be; None: fine)."""
     path = chunk_path(work_dir, index)
     if not path.exists():
         return None
@@ -437,12 +430,11 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
                            note: Callable[[list[Any]], Any] | None = None,
                            check: Callable[[Any, Any], str | None] | None = None) -> ChunkedRun:
     """`run_chunked`, returning a `ChunkedRun`. `fn_reports_progress`: `fn(chunk, advance)` moves the bar itself;
-    `share=(rank, world)`: only that rank's contiguous chunks; `prepare=False`: another process made the work dir
-    ready; `cache`: rows the row cache holds (by its `key_of(item)`) are taken from it, the others added; `setup()`:
-    called before the first row computed (never for rows resumed or cached), its time left out of the bar and run;
-    `note(chunk)`: what a chunk made here was made with (JSON), kept beside it for `read_note` (None: nothing), as
-    are the rows the row cache gave it (a resumed chunk's are counted in the run's `cache`: `resumed_from_cache`);
-    `check(item, result)`: what a result `fn` makes is, where one a resumed chunk holds is not that (None: it is)."""
+    `share=(rank, world)`: only that rank's contiguous chunks; `prepare=False`: another process readied the work dir;
+    `cache`: rows the row cache holds (by `key_of(item)`) come from it, the others are added; `setup()`: called before
+    the first row computed (never for resumed or cached ones), its time left out of the bar and run; `note(chunk)`:
+    what a chunk made here was made with (JSON; None: nothing), kept beside it for `read_note` with the rows the cache
+    gave it (a resumed chunk's count as `resumed_from_cache`); `check(item, result)`: as in `_load_chunk`."""
     start_time, setup_seconds = time.monotonic(), 0.0
     if setup is not None:
         compute = fn
@@ -587,8 +579,7 @@ def torchrun_worker(entry: str, job_path: str) -> int:
 
 
 def _stop_with_parent() -> None:
-    """In the torchrun launcher before it starts (Linux): SIGTERM when the process that started it dies, even by
-    SIGKILL (a kernel restarted in JupyterLab); torchrun then stops its workers."""
+    """In the torchrun launcher (Linux): SIGTERM when its parent dies, even by SIGKILL (a JupyterLab kernel restart)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
@@ -664,12 +655,11 @@ def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir:
             summed: Sequence[str] = (), slowest: Sequence[str] = (), progress: bool = True, what: str = "work",
             error: type[Exception] = WorkersFailed, cache: RowCache | None = None,
             chunk_size_name: str = "chunk_size (repro score: --chunk-size)") -> tuple[list[Any], dict[str, Any]]:
-    """(results in input order, `merge_stats` of every process): as one rank inside a torchrun job (every rank gets
-    all results); else in `num_processes` torchrun workers each calling `entry(spec)`, which comes back here as one
-    rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None: all; device None:
-    the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others); `cache`: the row cache
-    `compute` uses (`run_as_rank`'s notice of work set aside says what it holds); a process that would get no chunk
-    is said (`idle_processes`, of `chunk_size_name`)."""
+    """(results in input order, `merge_stats` of every process): as one rank inside a torchrun job (every rank gets all
+    results); else in `num_processes` torchrun workers each calling `entry(spec)`, which comes back here as one rank;
+    else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None: all; device None: the job's)
+    and returns (the run, its stats: `summed` counts, `slowest` times, others); `cache`: the row cache `compute` uses
+    (for `run_as_rank`'s set-aside notice); a process with no chunk is said (`idle_processes`, `chunk_size_name`)."""
     if world_size() > 1:
         if is_main_process() and (idle := idle_processes(len(items), chunk_size, world_size(), what, chunk_size_name)):
             notice(idle)  # (once: the workers launched below come back here, and rank 0's output is relayed)

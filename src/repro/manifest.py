@@ -95,8 +95,7 @@ def _same_version(a: str, b: str | None) -> bool:
 
 
 def installed_packages() -> dict[str, tuple[str, list[str]]]:
-    """This environment's distributions by canonical name: (version, requirements), each one's metadata parsed once;
-    of a name installed twice, the copy found first on sys.path (the one Python imports and metadata.version gives)."""
+    """Canonical name -> (version, requirements); of a name installed twice, the copy first on sys.path (imported)."""
     found: dict[str, tuple[str, list[str]]] = {}
     for dist in metadata.distributions():
         meta = dist.metadata
@@ -108,8 +107,7 @@ def installed_packages() -> dict[str, tuple[str, list[str]]]:
 
 
 def runtime_packages(installed: dict[str, tuple[str, list[str]]] | None = None) -> set[str]:
-    """The packages repro needs to run: its requirements without extras, theirs, and so on (as `installed`, default
-    installed_packages(), has them)."""
+    """repro's requirements without extras, theirs, and so on as `installed` (default installed_packages()) has them."""
     installed = installed_packages() if installed is None else installed
     needed, todo = set(), ["repro"]
     while todo:
@@ -122,8 +120,7 @@ def runtime_packages(installed: dict[str, tuple[str, list[str]]] | None = None) 
 
 
 def lock_status(path: str | Path | None = None, installed: dict[str, str] | None = None) -> dict[str, Any]:
-    """Whether the installed packages (default: this environment's) are the lock's: its sha256, and each pinned
-    package that differs; one not installed counts only where repro needs it (not the lock's dev tools)."""
+    """The lock's sha256 and each pin installed otherwise; one missing counts only if repro needs it (not dev tools)."""
     path = Path(path) if path else shipped(LOCK_NAME)
     if not path.is_file():
         return {"file": LOCK_NAME, "sha256": None, "locked": False, "differs": [],
@@ -157,8 +154,7 @@ def _git(root: Path, *args: str, check: bool = True) -> str:
 
 
 def git_commit(root: Path | None = None) -> dict[str, Any]:
-    """The checkout's git commit, whether it had uncommitted changes and its `origin` where public (a wheel: not from
-    a checkout)."""
+    """The checkout's commit, whether it is dirty, and its `origin` where public (a wheel: not from a checkout)."""
     root = root or checkout_root()
     if root is None:
         return {"commit": NOT_FROM_CHECKOUT, "dirty": None}
@@ -171,9 +167,8 @@ def git_commit(root: Path | None = None) -> dict[str, Any]:
 
 
 def git_refusal() -> str | None:
-    """Why git refuses to read the checkout (its safe.directory check: another user owns it, as a bind mount in Docker
-    or a lab's shared checkout), where it does: git_commit then records none. The check stays (it keeps git from
-    running the repository's hooks): what to do is said."""
+    """Why git refuses to read the checkout (safe.directory: another user owns it, e.g. a Docker bind mount), where it
+    does (git_commit then records none); the check stays (it stops the repository's hooks running): the fix is said."""
     if (root := checkout_root()) is None:
         return None
     with contextlib.suppress(OSError):  # (no git: no commit, as git_commit records)
@@ -185,8 +180,7 @@ def git_refusal() -> str | None:
 
 
 def committed(paths: list[Path]) -> list[Path]:
-    """Those of `paths` (in the checkout) that its git commit holds as they are: a clone of it has them; all of them
-    where repro is no checkout (an installed package's copies), none where git cannot tell."""
+    """Those of `paths` committed unchanged (a clone has them); all if repro is no checkout, none if git cannot tell."""
     if (root := checkout_root()) is None:
         return paths
     names = [p.relative_to(root).as_posix() for p in paths]
@@ -218,8 +212,7 @@ def version_line() -> str:
 
 
 def find_selfcheck(run_root: str | Path, given: str | Path | None = None) -> Path | None:
-    """The self-check a run cites: `given` (a selfcheck.json or its folder), else the run directory's newest; one
-    that is not a report of `repro selfcheck` (records.Selfcheck) is an error naming it, given or found there."""
+    """`given` (a selfcheck.json or its folder), else the run folder's newest; one not a records.Selfcheck: an error."""
     if given:
         path = Path(resolve_user_path(str(given), may_be_id=False))
         found = path / SELFCHECK_JSON if path.is_dir() else path
@@ -235,8 +228,7 @@ def find_selfcheck(run_root: str | Path, given: str | Path | None = None) -> Pat
 
 
 def _read_selfcheck(path: Path, parameter: str | None = None) -> dict[str, Any]:
-    """The report of `repro selfcheck` at `path`, given as `parameter` (a ParameterError if it is none), else found
-    in a run directory, which would cite it (a DataError if it is none, naming it: never passed over unsaid)."""
+    """The selfcheck report at `path`; none: a ParameterError naming `parameter` if given, else a DataError."""
     cited = f"and the run would cite it: run `repro selfcheck --report {path.parent}` again, or delete it."
     fix = "not a report of `repro selfcheck`" + ("" if parameter else f" as it writes one, {cited}")
     try:
@@ -252,10 +244,9 @@ def _read_selfcheck(path: Path, parameter: str | None = None) -> dict[str, Any]:
 
 def _same_model(scorer: dict[str, Any] | None, checked: list[dict[str, Any]]) -> bool | None:
     """Whether the self-check loaded the run's scorer (`model_identity`s): True where one is it; False where each is
-    known to be another (a built-in stand-in and not, or named as the scorer is, hub id and commit or a folder's files,
-    differing in more than a large file's date: a copy's); else None, not known (a hub id and its snapshot folder).
-    A hub id is compared in any case, as the Hub does; a folder by the files a load reads, not LOAD_SKIPS: a copy with
-    a README more or the stand-in marker less is the same model, one whose weights or config differ another."""
+    known to be another (stand-in vs not, or hub id and commit, or a folder's files, differing beyond a large file's
+    date); else None (a hub id vs its snapshot folder). Hub ids compare case-blind, as the Hub; folders by the files
+    a load reads (not LOAD_SKIPS): one more README or one less stand-in marker is the same model, other weights not."""
     if not scorer or not checked:
         return None
     read = (lambda i: {k: v.lower() if k == "hub_id" else {f: h for f, h in v.items() if not LOAD_SKIPS.search(f)}
@@ -268,17 +259,15 @@ def _same_model(scorer: dict[str, Any] | None, checked: list[dict[str, Any]]) ->
 
 
 def same_scoring_code(checked: str | None, code: str | None) -> bool | None:
-    """Whether a self-check that ran the scoring code of digest `checked` ran `code` (a score stage's record); None:
-    not known (either not recorded: an older repro's). Asked again when a card is made from what is recorded then:
-    the rows may have been scored again, by other code, since a run recorded its self-check."""
+    """Whether the self-check's scoring code (digest `checked`) is `code` (a score stage's); None if either is
+    unrecorded (older repro). Asked again at card time: the rows may have been scored again, by other code, since."""
     return checked == code if checked and code else None
 
 
 def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None, code: str | None = None
                       ) -> dict[str, Any]:
-    """What a manifest records of a self-check: verdict, device, versions, model and scoring code (whether they are
-    this run's: its scorer's `model_identity`, `scorer`, and the digest of the code that scored its rows, `code`; None:
-    not known, an older repro's record), each check's status, the file's hash."""
+    """A self-check as a manifest records it: verdict, device, versions, whether its model and scoring code are this
+    run's (`scorer`'s model_identity; `code`, the digest that scored the rows; None: unknown), each check, the hash."""
     record = _read_selfcheck(Path(path))
     # (a report from before identities were kept: a built-in's name is its identity)
     checked = [m["identity"] if "identity" in m else {"name": m["spec"]} for m in (record.get("models") or {}).values()
@@ -340,9 +329,8 @@ class Manifest:
 
     def start_run(self, parameters: dict[str, Any], notebooks: list[str], driver: str = "repro run",
                   merge: bool = False) -> None:
-        """Begin a run: `running`, environment recorded; of an earlier record only its `subject` (`subject.claim`)
-        stays, or with `merge` its record (stages, counts) and the notebooks not run now: their parameters and, unless
-        01_construct runs, the environment that built the data."""
+        """Mark `running`, record the environment; of an earlier record keep its `subject` only, or with `merge` its
+        stages, counts, the parameters of notebooks not run now and, unless 01_construct runs, the data's env."""
         data = self.read()
         was, root = self.project(data), project_root()  # (a project moved or copied: its paths where it is now)
         if not merge:
@@ -430,8 +418,7 @@ class Manifest:
         return dict(sorted(changed.items()))
 
     def alike(self, data: dict[str, Any], parameters: dict[str, Any]) -> bool:
-        """Whether the values of the record `data` that the run fingerprint hashes differ from `parameters`', but only
-        in values that `differing` finds alike (idle in both runs, a blank and null): the same run."""
+        """Whether `data`'s fingerprinted values differ from `parameters` only as `differing` allows (idle)."""
         recorded, new = self.recorded(data), as_recorded(parameters)
         hashed = (notebook_fields(*parameters["notebooks"]) | RUN_KEYS) - NOT_SHAPING - unused_generation(recorded, new)
         return any(recorded.get(k) != new.get(k) for k in hashed) and not differing(recorded, new, hashed)
@@ -450,14 +437,12 @@ class Manifest:
                 and notebook in data.get("notebooks", {}) and (self.run.writer() is not None or self.run.driven()))
 
     def last_run(self) -> str | None:
-        """How the run recorded here ended, where it did not complete, in LAST_RUN's words: `running` where no process
-        holds its folder (`RunDir.writer`) stopped without finishing (killed?); None where one does, or it completed."""
+        """How an incomplete run ended, in LAST_RUN's words (`running`, no RunDir.writer: killed?); None: held/done."""
         status = self.read().get("status")
         return None if status == "running" and self.run.writer() is not None else LAST_RUN.get(status)
 
     def outputs(self, data: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The outputs the record (`data`, else the manifest) names inside the run: a key naming a file elsewhere (a
-        copied run's record may) is none of its own, never read nor removed."""
+        """The outputs `data` (else the manifest) names inside the run; one elsewhere (a copied run's) is skipped."""
         outputs = (data or self.read()).get("outputs")
         return {k: v for k, v in outputs.items() if within(k, self.run.root)} if isinstance(outputs, dict) else {}
 
@@ -482,9 +467,8 @@ class Manifest:
 
     def ensure_started(self, parameters: dict[str, Any], notebook: str,
                        replacing: dict[str, tuple[Any, Any]] | None = None, ours: bool = False) -> bool:
-        """Mark `notebook` running; on its own (plain papermill, JupyterLab), first join its parameters and environment
-        to the run's record, or begin it anew where `replacing` another's (`refuse_other_parameters`; `ours`: one this
-        process was running, its cells paused). Whether alone."""
+        """Mark `notebook` running; alone (papermill, JupyterLab), first join its parameters and environment to the
+        record, or start anew if `replacing` (refuse_other_parameters; `ours`: this process's). Whether alone."""
         alone, status = not self._under_repro_run(notebook), self.read().get("status")
         if alone and replacing:
             last = "did not finish (this kernel was running it)" if ours and status == "running" else \
@@ -515,8 +499,7 @@ class Manifest:
 
     def record_selfcheck(self, given: str | Path | None = None, scorer: Callable[[], dict[str, Any]] | None = None,
                          code: Callable[[], str | None] | None = None) -> dict[str, Any] | None:
-        """Record the self-check this run cites (`find_selfcheck`), beside its `scorer`'s identity and scoring `code`
-        (asked only where one is cited), under `selfcheck`; none found: none recorded."""
+        """Record under `selfcheck` the cited self-check (find_selfcheck), `scorer`, `code` (called only if one is)."""
         found = find_selfcheck(self.run.root, given)
         with self.edit() as data:
             data.pop("selfcheck", None)

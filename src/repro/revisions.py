@@ -178,9 +178,8 @@ def shaping(resolved: dict[str, Any]) -> dict[str, Any]:
 
 
 def hub_commits(resolved: dict[str, Any]) -> dict[str, str] | str:
-    """{parameter: commit} of each hub id the run reads, at its revision (else the newest), in the local hub cache, as
-    a dataset or else a model (the id does not say which); "" where it reads none, or one is not cached (a first run
-    downloads it): nothing to compare."""
+    """{parameter: commit} per hub id the run reads, at its revision (else newest), in the local hub cache, as a dataset
+    else a model (the id does not say); "" where it reads none or one is not cached (first run): nothing to compare."""
     parameters = shaping(resolved)
     commits = {where: hub_commit(spec, revision := revision_of(key, resolved), "dataset")
                or hub_commit(spec, revision, "model")

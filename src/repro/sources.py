@@ -1,5 +1,4 @@
-"""Loading rows: the embedded demo, a hub dataset, a local .jsonl/.parquet file, a saved dataset, a folder in the
-hub's parquet layout, or a run directory."""
+"""Loading rows: the demo, a hub dataset, a .jsonl/.parquet file, a saved dataset, a hub-layout folder, a run dir."""
 
 from __future__ import annotations
 
@@ -181,11 +180,10 @@ def local_splits(path: Path) -> list[str] | None:
 
 
 def held_splits(spec: str, but: Iterable[str] = ()) -> list[str]:
-    """The splits of the dataset `spec` names, unloaded: a local folder's or run directory's, or a hub id's in the
-    local hub cache (a folder of data files: as datasets names them, `loose_splits`); none for a file or an id not in
-    the cache. Less the splits `but` and, of a folder of data files, those that read the same files as one of them
-    (its train_prefs.jsonl is datasets' split train); beside a split of `but` read by its file's name, the others
-    named by their files too (test_prefs, not datasets' test)."""
+    """`spec`'s splits, unloaded: a local folder's, run directory's, or a cached hub id's (a folder of data files: as
+    datasets names them, `loose_splits`); none for a file or an uncached id. Less `but` and, in a folder of data files,
+    splits reading the same files as one of `but` (train_prefs.jsonl is datasets' train); beside a split of `but` named
+    by its file, the others named by file too (test_prefs, not datasets' test)."""
     path = Path(os.path.expanduser(spec))
     folder = path if path.exists() else hub_snapshot(spec) if is_hub_id(spec) else None
     if not folder:
@@ -215,8 +213,7 @@ def loose_splits(path: Path) -> dict[str, set[Path]]:
 
 
 def own_files(path: Path, split: str) -> list[Path]:
-    """The files `_load_local` reads as `split` of folder `path` by their names, before datasets' names: its parquet
-    shards (`split_shards`), else its one <split>.jsonl or <split>.json."""
+    """`split`'s files by name, before datasets' names: its parquet shards (`split_shards`), else <split>.json(l)."""
     named = [f for f in (path / f"{split}.jsonl", path / f"{split}.json") if f.is_file()]
     return split_shards(path, split) or named * (len(named) == 1)
 
@@ -299,16 +296,14 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
 
 
 def split_shards(path: Path, split: str) -> list[Path]:
-    """The parquet shards of `split` in folder `path`: data/<split>-*.parquet, else <split>.parquet and
-    <split>-*.parquet beside it (not train_prefs.parquet for train)."""
+    """data/<split>-*.parquet, else <split>.parquet and <split>-*.parquet (not train_prefs.parquet for train)."""
     return sorted(path.glob(f"data/{split}-*.parquet")) or sorted(
         [*path.glob(f"{split}.parquet"), *path.glob(f"{split}-*.parquet")])
 
 
 def shards_problem(path: Path, split: str, hub_id: str | None = None, failure: Exception | None = None) -> str | None:
-    """Why the shards of `split` in folder `path` (a run directory's dataset) cannot be read as one dataset, from their
-    footers, or None (so without shards); with `failure` (the load's error), it and the types that differ. `hub_id`:
-    `path` is that hub dataset's copy in the hub cache."""
+    """Why `split`'s shards in `path` cannot load as one dataset, from their footers, or None (also: no shards); with
+    `failure` (the load's error), it and the differing types. `hub_id`: `path` is that dataset's hub-cache copy."""
     path = _dataset_of(path)
     names, schemas, rows = [f.relative_to(path).as_posix() for f in split_shards(path, split)], [], 0
     listing = f"{', '.join(names[:4])}{', ...' * (len(names) > 4)}"
@@ -361,10 +356,9 @@ def _type_clashes(schemas: list[pa.Schema], names: list[str]) -> list[tuple[str,
 
 
 def read_parquet(files: list[str]) -> datasets.Dataset:
-    """`Dataset.from_parquet`, except that files of no rows load as an empty dataset (the caller refuses it by name),
-    a shard of no rows beside others is left out (datasets refuses both), and datasets' Arrow copy goes to a cache
-    folder of these files' own, emptied when they change and removed once they are gone (datasets keys a copy by the
-    files' modification time: each re-run of a run added one to its shared cache)."""
+    """`Dataset.from_parquet`, but rowless files load as an empty dataset (the caller refuses it by name) and a rowless
+    shard beside others is left out (datasets refuses both); the Arrow copy goes to these files' own cache folder,
+    emptied when they change, removed when gone (datasets keys copies by mtime: each re-run added one)."""
     rows = [footer(f).num_rows for f in files]
     if sum(rows) == 0:
         return datasets.Dataset(pq.read_table(files[0]))
@@ -436,8 +430,7 @@ def iter_jsonl(path: Path, option: str = "--input", name: str | None = None) -> 
 
 
 def text_lines(path: Path, name: str) -> Iterator[tuple[int, str]]:
-    """(number, text) of each line of a text file (gzipped where its name ends in .gz; a byte order mark is no
-    text); a line that is not UTF-8 is an error naming it, as `name`'s."""
+    """(number, text) per line (.gz: gunzipped; a BOM is no text); a line not UTF-8: an error naming it as `name`'s."""
     try:
         with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
             for line_no, raw in enumerate(f, start=1):

@@ -1,5 +1,4 @@
-"""Which dataset a run directory describes (its manifest's `subject`: its own, or one made elsewhere), so that a
-notebook about another dataset is refused there before anything is written."""
+"""Which dataset a run dir describes (its manifest's `subject`), so a notebook on another is refused before writing."""
 
 from __future__ import annotations
 
@@ -24,11 +23,10 @@ STAND_IN_TAGS = {"scorer": "stand-in-scores", "generation": "stand-in-candidates
 
 
 def declared_stand_ins(spec: str | None, split: str | None = None, marked: Any = ...) -> dict[str, dict[str, Any]]:
-    """The stand-ins a dataset made elsewhere (`spec`: a local folder, or a file in one) declares it was made with:
-    {"scorer": ..., "generation": ...}, each with `stand_in` and `declared`, what declares it: the `manifest` of the
-    run that built it (which names the model), its own `card`'s tags (STAND_IN_TAGS), or a `marker` in its folder
-    (STAND_IN_MARKER, for the scorer; beside a file `repro score` wrote, naming it and the model: `marked_scorer`, of
-    a folder's `split`, unless read as `marked`); {} where nothing does (a hub id, a folder that says nothing)."""
+    """The stand-ins a dataset made elsewhere (`spec`: a local folder or a file in one) declares: {"scorer",
+    "generation"}, each with `stand_in` and `declared`, its declarer: the building run's `manifest` (naming the model),
+    its `card`'s tags (STAND_IN_TAGS) or a `marker` (STAND_IN_MARKER, scorer only; beside a file `repro score` wrote:
+    `marked_scorer` of `split`, unless given as `marked`); {} where none does (a hub id)."""
     path = Path(spec).expanduser() if spec else None
     if path is None or not path.exists():
         return {}
@@ -62,18 +60,16 @@ def declared_stand_ins(spec: str | None, split: str | None = None, marked: Any =
 
 
 def declared_scorer(spec: str | None, split: str | None = None) -> dict[str, Any] | None:
-    """The scorer a dataset made elsewhere (`spec`, its `split`) declares: a stand-in (`declared_stand_ins`), else the
-    one `repro score` recorded beside the file (`marked_scorer`); None."""
+    """`spec`'s declared stand-in (`declared_stand_ins`), else the scorer `repro score` marked (`marked_scorer`)."""
     marked = marked_scorer(Path(spec).expanduser(), split) if spec else None
     return declared_stand_ins(spec, split, marked).get("scorer") or marked
 
 
 def read_as_pairrm(scorer: dict[str, Any] | None, told: Any = None, breaks_sign_order: bool = False) -> bool | None:
-    """Whose logits 02_analyze and 03_card read the scores as: those of the record of their making (`scorer`,
-    metrics.json's), PairRM's (its kind of scorer) or a reward model's (another); where none records one, of the scorer
-    `told` (known_recipe's): PairRM's where it names PairRM and the scores keep its sign order (`breaks_sign_order`:
-    some score_chosen >= 0 >= score_rejected fails), else a reward model's; None: nothing names one (read as PairRM's,
-    said so)."""
+    """Whose logits 02_analyze and 03_card read the scores as: per `scorer` (metrics.json's record), PairRM's (its kind)
+    or a reward model's (another); unrecorded, per `told` (known_recipe's): PairRM's where it names PairRM and the
+    scores keep its sign order (`breaks_sign_order`: some score_chosen >= 0 >= score_rejected fails), else a reward
+    model's; None: nothing names one (read as PairRM's, said so)."""
     if scorer:
         return scorer.get("kind", "pairrm") == "pairrm"
     return "pairrm" in str(told).lower() and not breaks_sign_order if told else None
@@ -88,9 +84,8 @@ def _marker(folder: Path) -> dict[str, Any]:
 
 
 def marked_scorer(path: Path, split: str | None = None) -> dict[str, Any] | None:
-    """The scorer the STAND_IN_MARKER beside file `path` records for it (`mark_scorer`), `stand_in` true where a
-    stand-in made its scores; of a folder, the one scorer recorded for each data file (of `split`: those the loader
-    reads, `files_read`, where it has one); else None. Raises DataError where different scorers scored them."""
+    """The scorer the STAND_IN_MARKER beside file `path` records (`mark_scorer`; `stand_in`: a stand-in's); of a folder,
+    the one scorer of its data files (`split`'s: `files_read`); else None. DataError: scorers differ."""
     if path.is_dir():
         files = (files_read(path, split) if split else []) or data_files(path)
         if None in (scorers := [marked_scorer(f) for f in files]) or not scorers:
@@ -108,8 +103,7 @@ def marked_scorer(path: Path, split: str | None = None) -> dict[str, Any] | None
 
 
 def mark_scorer(path: Path, scorer: dict[str, Any]) -> None:
-    """Record in the STAND_IN_MARKER beside file `path` the scorer that made its scores (`scorer`: its record, as a
-    run's manifest keeps it, with `stand_in`), beside those of the other files there."""
+    """Record `scorer` (as a manifest keeps it, with `stand_in`) for `path` in the STAND_IN_MARKER beside it."""
     marker = _marker(path.parent)
     atomic_write_json(path.parent / STAND_IN_MARKER, {
         **marker, "what": "the scorer of each file repro score wrote here; stand_in true: a random stand-in's scores, "
@@ -157,9 +151,8 @@ def subject_refusal(run: RunDir, spec: str | None, parameter: str, building: boo
 
 
 def refuse_unbuilt(run: RunDir, spec: str | None) -> None:
-    """Refuse, before anything is written, to describe a run's dataset (`spec`: a run's, None: `run`'s own; 02_analyze,
-    03_card, 04_compare) while its 01_construct has not finished (a stage run again, or a kernel stopped, since it
-    wrote)."""
+    """Refuse, before writing, to describe a run's dataset (`spec`; None: `run`'s own; 02_analyze, 03_card, 04_compare)
+    while its 01_construct has not finished (a stage run again, or a kernel stopped, since it wrote)."""
     if spec is not None and not is_own_dataset(run, spec):
         # (a link to a run's dataset/ or its data/: where it leads; a shard of any of its splits: that run)
         if (manifest := run_manifest_of(Path(spec).expanduser().resolve(), any_split=True)) is None:

@@ -1,5 +1,4 @@
-"""Statistics of paired scores (margin = score_chosen − score_rejected): pure functions over float64 numpy arrays
-returning JSON-ready dicts (None, never NaN, where a statistic is undefined)."""
+"""Paired-score stats (margin = chosen − rejected), pure: float64 arrays to JSON dicts (undefined: None, not NaN)."""
 
 from __future__ import annotations
 

@@ -36,8 +36,7 @@ class Interrupted(Exception):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler's time limit, `kill`) or SIGHUP (the terminal closed), raised as Ctrl-C's
-    KeyboardInterrupt is: the run ends as for it. `how`: the signal's name."""
+    """SIGTERM (a scheduler's time limit, `kill`) or SIGHUP (terminal closed), raised as Ctrl-C is; `how`: its name."""
 
     def __init__(self, how: str = "SIGTERM") -> None:
         super().__init__(how)
@@ -68,9 +67,8 @@ def write_nowhere(*streams: Any) -> None:
 
 
 class DroppedWhenClosed:
-    """A command's stdout whose lines are dropped once what reads it has closed (`repro run ... | head -1`, a log
-    collector gone), not a BrokenPipeError that stops the command half-way: stderr, the records and the exit status
-    still say how it went."""
+    """A command's stdout that drops lines once its reader closed (`repro run ... | head -1`, a log collector gone), not
+    a BrokenPipeError stopping the command half-way: stderr, the records and the exit status still say how it went."""
 
     def __init__(self, stream: Any) -> None:
         self.stream = stream
@@ -106,8 +104,7 @@ def _signal_groups(kernels: list[psutil.Process], signum: int) -> None:
 
 
 def _stop_kernels(done: threading.Event, signum: int) -> bool:
-    """`signum` to this process's kernels, and to one it starts meanwhile (a stop before papermill had started it),
-    until `done` (True) or GRACE_S passed (False)."""
+    """`signum` to this process's kernels, and one starting meanwhile, until `done` (True) or GRACE_S passed (False)."""
     sent: set[int] = set()
     deadline = time.monotonic() + GRACE_S
     while time.monotonic() < deadline:
@@ -124,15 +121,13 @@ def _terminated(signum: int, frame: Any) -> None:
 
 
 def _handle(signals: list[int], handler: Callable[[int, Any], Any]) -> dict[int, Any]:
-    """`handler` for each of `signals` not ignored (as `nohup` or a shell's background job started the command:
-    they stay ignored); returns the handlers they had."""
+    """`handler` for each of `signals` not ignored (as `nohup` or a background job left them); the old ones."""
     return {signum: signal.signal(signum, handler) for signum in signals if signal.getsignal(signum) != signal.SIG_IGN}
 
 
 @contextlib.contextmanager
 def noting_stops() -> Iterator[list[str]]:
-    """Inside, Ctrl-C, SIGTERM and SIGHUP are noted in the list yielded ('Ctrl-C', 'SIGTERM', 'SIGHUP'), not raised
-    (only the main thread may set a handler: elsewhere the list stays empty)."""
+    """Inside, Ctrl-C, SIGTERM and SIGHUP are noted by name in the yielded list, not raised (main thread only)."""
     stops: list[str] = []
     if threading.current_thread() is not threading.main_thread():
         yield stops
@@ -147,8 +142,7 @@ def noting_stops() -> Iterator[list[str]]:
 
 @contextlib.contextmanager
 def stop_signal_as_ctrl_c() -> Iterator[None]:
-    """Inside, SIGTERM and SIGHUP raise `Terminated` in the main thread, as Ctrl-C raises KeyboardInterrupt (only the
-    main thread may set a handler: elsewhere nothing changes)."""
+    """Inside, SIGTERM and SIGHUP raise `Terminated` as Ctrl-C raises KeyboardInterrupt (in the main thread only)."""
     main = threading.current_thread() is threading.main_thread()
     previous = _handle([signal.SIGTERM, signal.SIGHUP], _terminated) if main else {}
     try:
@@ -194,8 +188,7 @@ def kernel_manager() -> type:
 
 
 def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)` in a thread; on Ctrl-C (or SIGTERM, SIGHUP) stop this process's kernels, raise
-    `Interrupted`."""
+    """`fn(*args, **kwargs)` in a thread; on Ctrl-C, SIGTERM or SIGHUP stop our kernels and raise `Interrupted`."""
     outcome: dict[str, Any] = {}
     done = threading.Event()  # not Thread.join: a KeyboardInterrupt inside join can leave is_alive() wrong
 

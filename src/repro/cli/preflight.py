@@ -1,6 +1,5 @@
-"""Everything a run's parameters need (a GPU, vLLM or llm-blender, each input local, cached or reachable, caches it
-can write, disk space), checked at once before any download or notebook: `repro run` refuses to start, naming each;
-`--check` lists them."""
+"""Everything a run's parameters need (GPU, vLLM or llm-blender, inputs local, cached or reachable, writable caches,
+disk), checked before any download or notebook: `repro run` refuses to start, naming each; `--check` lists them."""
 
 from __future__ import annotations
 
@@ -72,8 +71,7 @@ class Check:
 
 @dataclass(frozen=True)
 class Need:
-    """One input a notebook reads: the parameter that names it, its value, a dataset or a model, and the revision
-    (commit, tag or branch) its parameters pin, read as the run reads it (None: the newest)."""
+    """One input: the parameter naming it, value, dataset or model, and revision (commit, tag, branch; None: newest)."""
 
     parameter: str
     value: str
@@ -83,9 +81,8 @@ class Need:
 
 
 def needs(values: dict[str, Any], stand_ins: bool = False) -> list[Need]:
-    """The datasets and models the listed notebooks read (not the demo; with `stand_ins` only the `builtin:` models
-    they build, else none); one input that several parameters name at one revision is one need ("policy_model and
-    scorer_prompt_tokenizer"), at two revisions two."""
+    """The datasets and models the notebooks read (not the demo; with `stand_ins` only `builtin:` models, else none);
+    one input several parameters name at one revision is one need ("policy_model and scorer_prompt_tokenizer")."""
     notebooks = set(values.get("notebooks") or ())
     # (value, repo_type, splits, revision): the parameters naming it, in order
     named: dict[tuple[str, str, tuple[tuple[str, str], ...], str | None], list[str]] = {}
@@ -147,8 +144,7 @@ def device_checks(values: dict[str, Any]) -> list[Check]:
 
 
 def package_checks(values: dict[str, Any]) -> list[Check]:
-    """The dependencies the notebooks import; vLLM for `generation_backend: vllm`, llm-blender for a `llm-blender`
-    scorer backend."""
+    """The notebooks' imports; vLLM for `generation_backend: vllm`, llm-blender for a `llm-blender` scorer backend."""
     missing = [name for name, version in package_versions().items() if version is None and name not in UNCHECKED]
     checks = [Check(name, False, f"{name} is not installed ({reinstall(name)})") for name in missing]
     if "01_construct" not in (values.get("notebooks") or ()):
@@ -191,8 +187,7 @@ def other_project(path: str, params_file: Path | None) -> str:
 
 
 def _input_check(need: Need, params_file: Path | None = None) -> tuple[Check, int]:
-    """(the check of one input, bytes to download): a local path, or a hub id cached here or reachable; a dataset
-    not built yet says which params file beside `params_file` builds it."""
+    """(check, bytes to download): local, cached or reachable; a dataset not built names the params file building it."""
     what = f"{need.parameter}: {need.value}"
     if not is_hub_id(need.value):
         path = Path(need.value)
@@ -288,9 +283,8 @@ READS_RUN_DATASET = {notebook: SCHEMAS[sections[0]].subject for notebook, sectio
 
 
 def run_dataset_checks(values: dict[str, Any], run_root: Path) -> list[Check]:
-    """A notebook that reads this run's dataset needs 01_construct before it, or a run that built it already; the
-    split it names there (its `_split`), one of those 01_construct writes before it, else of the dataset's, as the
-    notebook reads it (subject.dataset_or_own)."""
+    """A notebook reading this run's dataset needs 01_construct before it, or a run that built it; the split it names
+    (its `_split`) one 01_construct writes first, else the dataset's, as the notebook reads it (dataset_or_own)."""
     notebooks, run, checks = list(values.get("notebooks") or ()), RunDir(run_root), []  # (names without .ipynb)
     fmt, at = FORMATS[values["output_format"]], (values["iteration"], values["output_split"])
     for name, parameter in READS_RUN_DATASET.items():
@@ -339,8 +333,7 @@ def revision_checks(values: dict[str, Any]) -> list[Check]:
 
 
 def sliced_rows(values: dict[str, Any]) -> int | None:
-    """The rows the run's slice keeps (`limit` at most), as far as the parameters tell before the source is loaded
-    (None: to the source's end, unknown)."""
+    """The rows the slice keeps (`limit` at most) as the parameters tell before loading (None: to the source's end)."""
     if values.get("part_stop") is None:
         return values.get("limit")
     start, stop = mini_bounds(values["part_stop"] - values["part_start"] - values["drop_rows"], values["mini_index"],
@@ -360,8 +353,7 @@ def process_checks(values: dict[str, Any]) -> list[Check]:
 
 
 def remote_code_checks(values: dict[str, Any]) -> list[Check]:
-    """A NOTE for each scorer given `trust_remote_code: true` (which a colleague's params file may set): transformers
-    then imports the Python files that come with its model."""
+    """A NOTE per scorer with `trust_remote_code: true` (a colleague's params may set it): its model's Python runs."""
     if "01_construct" not in (values.get("notebooks") or ()):
         return []
     scorers = [("scorer_options", values.get("scorer_options"), values.get("scorer_model")),
@@ -377,8 +369,7 @@ def checkout_checks() -> list[Check]:
 
 
 def estimated_bytes(values: dict[str, Any]) -> int:
-    """What the run will write into its run directory, roughly (texts of its rows, kept several times over; the
-    margin alone when the row count is not known before loading the source)."""
+    """Rough bytes the run writes into its folder (rows' texts, several times; the margin alone if rows unknown)."""
     rows = sliced_rows(values)
     if rows is None or "01_construct" not in (values.get("notebooks") or ()):
         return MARGIN_BYTES

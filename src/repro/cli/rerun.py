@@ -29,9 +29,8 @@ def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tup
 
 
 def unread_changes(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """{name: (recorded, new)} for each parameter differing where it acts (`differing`) that shapes the data and a
-    notebook of this run reads (`notebooks` too): `changed_parameters` compares only those of a notebook both runs
-    execute."""
+    """{name: (recorded, new)} per parameter that differs where it acts (`differing`), shapes the data and a notebook of
+    this run reads (`notebooks` too): `changed_parameters` compares only a notebook both runs execute."""
     manifest, new = Manifest(run), as_recorded(parameters)
     recorded = manifest.recorded(manifest.read())  # (its paths in the project where it is now)
     return differing(recorded, new, (notebook_fields(*parameters["notebooks"]) | RUN_KEYS) - NOT_SHAPING
@@ -92,9 +91,8 @@ def made_by_other_code(run: RunDir, parameters: dict[str, Any]) -> list[tuple[in
 
 
 def damaged_work(run: RunDir) -> tuple[list[tuple[int, str]], list[str]]:
-    """Damaged files in work/: (chunks, what a run does with them) of each job folder whose fingerprint.json is not
-    JSON (they cannot be told to be its work: set aside), and what is wrong with each chunk file of the other folders
-    that holds no JSON list (a run stops at it)."""
+    """Damaged work/: (chunks, what a run does with them) per job folder whose fingerprint.json is not JSON (set aside:
+    not known to be its work), and what is wrong with each chunk file elsewhere holding no JSON list (a run stops)."""
     folders: dict[Path, list[Path]] = collections.defaultdict(list)
     for path in sorted(finished_chunks(run.work)):
         folders[path.parent].append(path)
@@ -117,8 +115,7 @@ def damaged_work(run: RunDir) -> tuple[list[tuple[int, str]], list[str]]:
 
 
 def kept_to_continue(members: Sequence[Member]) -> str:
-    """What the same command again keeps of `members`' work: finished chunks and cached rows, but those other code
-    made (`made_by_other_code`)."""
+    """What the same command keeps of `members`' work: chunks and cached rows, less `made_by_other_code`'s."""
     other = {m.name: n for m in members
              if (n := sum(k for k, _ in made_by_other_code(RunDir(m.run_dir), m.resolved)))}
     return "finished chunks and cached rows are kept" + (
@@ -146,8 +143,7 @@ def busy(given_as: str, holder: str) -> str:
 
 @contextlib.contextmanager
 def writing(run: RunDir, given_as: str = "--out") -> Iterator[None]:
-    """Hold `run` while this process writes there (others are refused); the lock goes with the process, however it
-    ends."""
+    """Hold `run` while this process writes there (others refused); the lock goes with the process, however it ends."""
     if (holder := run.hold("`repro run`")) is not None:
         raise Busy(f"Run directory {run.root}: {busy(given_as, holder)}.")
     before = os.environ.get(WRITING_ENV)
@@ -221,8 +217,7 @@ def scoring_code(run: RunDir, notebooks: Sequence[str]) -> str | None:
 
 
 def selfcheck_check(run: RunDir, given: str | None, notebooks: Sequence[str]) -> list[Check]:
-    """Where the card `notebooks` make cites a self-check of other scoring code than the run's, or not known to be of
-    the same, a line that says so (as the card does)."""
+    """A line where the card `notebooks` make cites a self-check of other (or unknown) scoring code than the run's."""
     found = find_selfcheck(run.root, given) if any(nb in CITES_SELFCHECK for nb in notebooks) else None
     same = found and selfcheck_summary(found, code=scoring_code(run, notebooks))["same_code_as_run"]
     said = {False: " ran other scoring code than this run", None: ": whether it ran this run's scoring code is not "
@@ -300,8 +295,7 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
 
 
 def refused_value(key: str, value: Any) -> str | None:
-    """Why this repro refuses a run's recorded `value` of `key` by its type (a choice an older repro took, since
-    gone), else None (its paths are not looked at)."""
+    """Why a recorded `value` of `key` is refused by type (an older repro's choice, since gone); paths unread."""
     fields = [schema.model_fields[key] for schema in SCHEMAS.values() if key in schema.model_fields]
     try:
         check_value(fields[0].annotation, value, key) if fields else None
@@ -311,16 +305,14 @@ def refused_value(key: str, value: Any) -> str | None:
 
 
 def previous_outputs(run: RunDir) -> list[Path]:
-    """What replacing the run there removes, those there: its recorded files, then its outputs' folders and records
-    (not work/ nor self-checks)."""
+    """What replacing the run removes: its recorded files, then its outputs' folders, records (no work/, selfcheck)."""
     recorded = [run.root / relative for relative in Manifest(run).outputs()]
     return list(dict.fromkeys([*(p for p in recorded if p.is_file()), *(p for p in (
         run.notebooks, run.dataset, run.figures, run.tables, run.metrics, run.compare, run.manifest) if p.exists())]))
 
 
 def read_from_outputs(run: RunDir, parameters: dict[str, Any]) -> list[str]:
-    """'parameter (path)' of each local input the run reads (`needs`) inside what replacing the run there removes, or
-    holding some of it (the run itself: its dataset/)."""
+    """'parameter (path)' per input (`needs`) in or holding what replacing the run removes (the run: its dataset/)."""
     gone = [path.resolve() for path in previous_outputs(run)]
     read = {f"{need.parameter} ({need.value})": Path(need.value).resolve() for need in needs(parameters)
             if os.path.isabs(need.value)}
@@ -336,8 +328,7 @@ def clear_previous_run(run: RunDir) -> list[str]:
 
 
 def replace_run(run: RunDir, force: bool) -> None:
-    """Remove what the previous run made (`--force`, or a run that made nothing) and say so (and what its record names
-    out of it, left alone)."""
+    """Remove what the last run made (`--force`, or it made nothing), saying so and what its record names outside."""
     data = Manifest(run).read()
     inside, recorded = Manifest(run).outputs(data), data.get("outputs")  # (each key resolved once)
     elsewhere = [k for k in recorded if k not in inside] if isinstance(recorded, dict) else []

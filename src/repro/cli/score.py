@@ -236,14 +236,13 @@ def answered(turns: list[Any], text: str) -> list[Any]:
 
 def scored_row(row: dict[str, Any], scores: Sequence[float], pair: bool,
                layout: str) -> tuple[dict[str, Any], list[str]]:
-    """The output row, and the names of its columns the new `scores` replaced (02_analyze reads them; the input's are
-    kept as `input_<name>`): a pair's row (candidates: its chosen and rejected) gets their scores as its
-    `score_chosen` / `score_rejected` (their difference as its `score_margin`, to_trl's, if any); any other row that
-    has its `LISTED` layout's list column, in the columns it has: `scores` as that list of every candidate's score, its
-    `chosen` / `rejected` picked again (the best and the worst: the card's tie rule; a text, or the input's
+    """The output row and the columns the new `scores` replaced (02_analyze reads them; the input's kept as
+    `input_<name>`): a pair's row (candidates: chosen, rejected) gets `score_chosen` / `score_rejected` (and
+    `score_margin`, to_trl's, if it has one); a row with its `LISTED` layout's list column, in the columns it has: that
+    list as `scores`, `chosen` / `rejected` picked again (best and worst by the card's tie rule; a text, or the input's
     conversation with its last assistant turn's content replaced), their scores and difference (`score_margin`,
-    RLHFlow's `margin`), SPPO's probabilities, and the new chosen conversation as its `messages` where those were the
-    old (as 01_construct writes them); a row without the list, or of one not a score per candidate, keeps its pair."""
+    RLHFlow's `margin`), SPPO's probabilities, and `messages` as the new chosen conversation where it was the old (as
+    01_construct writes it); a row without the list, or whose list is not a score per candidate, keeps its pair."""
     if not pair and len(row.get(LISTED.get(layout)) or ()) != len(scores):  # (SPPO's 7 scores for 5: no list)
         return row, []
     i_c, i_r = (0, 1) if pair else best_worst(scores)

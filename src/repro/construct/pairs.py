@@ -153,8 +153,7 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
 
 def check_prompt_ids(prompt_ids: Sequence[str | None], policy: str, row_numbers: Sequence[int] | None = None,
                      split: str | None = None) -> list[int]:
-    """Positions to keep: a duplicate id is an error naming the rows (as collect_candidates does), or only the first is
-    kept. None is no id: its row is kept (collect_candidates names its prompt)."""
+    """Positions to keep: a duplicate id errs naming its rows (`policy` "error") or keeps its first; a None id: kept."""
     numbers = row_numbers or range(len(prompt_ids))
     first: dict[str | int, int] = {}  # each id's first position, in order: the positions kept (no id: by position)
     for i, pid in enumerate(prompt_ids):

@@ -21,8 +21,7 @@ def chat_templated_prompt(prompt: str, tokenizer) -> str:
 
 
 def load_prompt_tokenizer(spec: str, revision: str | None = None):
-    """The tokenizer whose chat template the scorer's prompts go through, at `revision` (the policy's, where `spec` is
-    policy_model: revisions.revision_of); an error unless it has a template."""
+    """Tokenizer templating the scorer's prompts at `revision` (the policy's for policy_model); must have a template."""
     check_revision_target(spec, revision, "policy_revision", "policy_model")
     path = str(build_tiny_policy(builtin_folder(spec), size=BUILTIN_POLICIES[spec])) if spec in BUILTIN_POLICIES \
         else spec

@@ -57,10 +57,9 @@ class Context:
     parameters: dict[str, Any] = field(default_factory=dict)  # the notebook's values, generation's too (`start`)
 
     def start(self, setup: bool = False) -> None:
-        """Mark the run running for the notebook (its record joined, or replaced: `ensure_started`), its folder held
-        until the notebook ends; or refuse a folder of other parameters that made results, or of another writer. From
-        the setup cell (`setup`), a complete run of these values stays complete, and its folder free, until a stage
-        runs again."""
+        """Mark the run running for the notebook (record joined or replaced: `ensure_started`), its folder held until
+        the notebook ends; or refuse a folder of other parameters that made results, or another writer's. From the setup
+        cell (`setup`), a complete run of these values stays complete, its folder free, until a stage runs again."""
         replacing, ours = self.manifest.refuse_other_parameters(self.parameters, NOTEBOOK), self.run.held()
         claim(self.run, None, "source", building=True)
         if not setup or replacing or self.manifest.read().get("status") != "complete":
@@ -400,8 +399,7 @@ def _at(name: str | None, revision: str | None) -> str | None:
 
 
 def lineage(ctx: Context, split: str) -> dict[str, Any]:
-    """Iteration -> prompt shard -> policy (id@revision) -> scorer (and the tokenizer@commit templating its prompts)
-    -> outputs: what links one round to the next."""
+    """Iteration -> prompt shard -> policy@revision -> scorer (+ tokenizer@commit of its prompts) -> outputs."""
     p, data = ctx.params, ctx.manifest.read()
     generation, load = data.get("generation") or {}, (data.get("stages") or {}).get("load") or {}
     tokenizer = _at(p.scorer_prompt_tokenizer, (data.get("scorer") or {}).get("scorer_prompt_tokenizer_commit"))

@@ -136,8 +136,7 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
 
 
 def scorer_class(model: str | Path, kind: str = "auto", backend: str = "repro", options: Iterable[str] = ()) -> type:
-    """The class that loads `model` (its kind read as `resolve_kind` does, no weights loaded); refuses a backend
-    or an option (a keyword of the class's `load`) that does not apply to it."""
+    """`model`'s class (kind as `resolve_kind` reads it, no weights); refuses a backend or `load` option not for it."""
     kind = resolve_kind(model, kind)
     if not any(k == kind for k, _ in SCORERS):
         raise ParameterError(f"kind={kind!r} (scorer_kind, or --kind on the command line) has no scorer class in "

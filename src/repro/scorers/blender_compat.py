@@ -83,8 +83,7 @@ class BlenderScorer(PairRMScorerBase):
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto",
              source_maxlength: int | None = None, candidate_maxlength: int | None = None, batch_size: int = 1,
              restore_normalizer: bool = True) -> "BlenderScorer":
-        """`Blender.loadranker` on a PairRM checkpoint (limits left None: the checkpoint's own, as llm-blender);
-        `batch_size=1` is what SPPO uses (a budget per prompt)."""
+        """`Blender.loadranker` on a PairRM checkpoint (limits None: the checkpoint's); `batch_size=1`: SPPO's."""
         torch_device = resolve_device(device)
         dtype_name = resolve_dtype(dtype, torch_device)
         if not blender_runs(dtype_name, torch_device):

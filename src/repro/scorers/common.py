@@ -27,8 +27,7 @@ def torch_dtype(name: str):
 
 
 def resolve_device(device: str | None, key: str = "device"):
-    """auto (a CUDA GPU if there is one, else CPU) | cpu | cuda | cuda:N | mps, any case (the schema's rule, `Device`);
-    errors name `key`."""
+    """auto (CUDA if any, else CPU) | cpu | cuda | cuda:N | mps, any case (schema's `Device`); errors name `key`."""
     name = check_value(Device, str(device or "auto"), key)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -51,8 +50,7 @@ def resolve_device(device: str | None, key: str = "device"):
 
 
 def resolve_dtype(dtype: str | None, device, gpu_auto: str = "fp16") -> str:
-    """'fp32' | 'fp16' | 'bf16' (the schema's rule, `Dtype`: torch's names too); 'auto' is `gpu_auto` on a GPU (fp16:
-    llm-blender's choice for PairRM), else fp32."""
+    """fp32|fp16|bf16 (schema's `Dtype`, torch names too); auto: `gpu_auto` on GPU (fp16: llm-blender's), else fp32."""
     name = check_value(Dtype, str(dtype or "auto"), "dtype")
     if name == "auto":
         return gpu_auto if device.type in ("cuda", "mps") else "fp32"
@@ -115,8 +113,7 @@ def check_pairs(prompts: Sequence[Any], candidates_a: Sequence[Any],
 
 
 def check_scores(scores: Sequence[float], where: str = "A row") -> None:
-    """A DataError naming `where` (a row) unless `scores` is a list (`text_list`'s kinds) of numbers, none NaN or
-    infinite (the scorer failed there); no rank or pair."""
+    """A DataError naming `where` (a row) unless `scores` is a `text_list` of finite numbers (NaN: scorer failed)."""
     values = text_list(scores, f"{where}: the score list", "one number per candidate")
     bad = next((i for i, s in enumerate(values) if isinstance(s, (bool, np.bool_)) or not isinstance(s, numbers.Real)),
                None)

@@ -85,9 +85,8 @@ def detect_layout(config: dict[str, Any]) -> str:
 
 def checkpoint_limits(config: dict[str, Any], source_maxlength: int | None = None,
                       candidate_maxlength: int | None = None) -> tuple[dict[str, int], dict[str, str]]:
-    """The limits and where each came from: "explicit", "checkpoint config" (llm-blender's RankerConfig, as
-    `Blender.rank` reads it), or "default" (1224 / 412, what PairRM-hf's card uses: its config carries none); those
-    given by the schema's rule (`PairRM.load` is an entry of its own)."""
+    """Each limit and its origin: "explicit", "checkpoint config" (llm-blender's RankerConfig, as `Blender.rank` reads
+    it) or "default" (1224/412, PairRM-hf card's: its config has none); explicit ones by the schema's rule."""
     limits, origins = {}, {}
     for name, value in (("source_maxlength", source_maxlength), ("candidate_maxlength", candidate_maxlength)):
         if value is not None:

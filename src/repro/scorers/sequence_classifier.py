@@ -96,8 +96,7 @@ class SequenceClassifierScorer(BudgetedBatches):
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto", chat_template: str | None = None,
              trust_remote_code: bool = False, output_index: int | None = None,
              max_length: int | None = None, weights: bool = True) -> "SequenceClassifierScorer":
-        """Load a checkpoint (hub id, folder, or `builtin:tiny-reward-llama` / `builtin:tiny-reward-deberta`);
-        `weights=False`: its config and tokenizer only (`load_weights` adds the model)."""
+        """Load a hub id, folder, `builtin:tiny-reward-llama`/`-deberta`; `weights=False`: config and tokenizer only."""
         from transformers import AutoConfig, AutoTokenizer  # keeps transformers off `repro score --help`
 
         max_length = check_value(Count | None, max_length, "max_length")  # (an entry of its own, as load_scorer)
