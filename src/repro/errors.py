@@ -66,7 +66,8 @@ def rendering(whose: str, advice: str) -> Iterator[None]:
         where = [f"template {os.path.basename(frame.f_code.co_filename)}, line "
                  f"{t.get_corresponding_lineno(line) if (t := frame.f_globals.get('__jinja_template__')) else line}"
                  for frame, line in traceback.walk_tb(exc.__traceback__) if frame.f_code.co_filename.endswith(".jinja")]
-        raise ReproError(f"{whose} {where[-1] if where else 'templates'}: {type(exc).__name__}: {str(exc).rstrip('.')}. {advice}") \
+        said = str(exc).rstrip(".")  # (its own full stop once)
+        raise ReproError(f"{whose} {where[-1] if where else 'templates'}: {type(exc).__name__}: {said}. {advice}") \
             from None
 
 
