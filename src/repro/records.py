@@ -137,8 +137,9 @@ Metrics = shape(
 Side = Literal["reference", "candidate"]
 Columns = list[Literal["chosen", "rejected", "score_chosen", "score_rejected"]]  # (those a side lacks, or cannot read)
 Rows = shape("Rows", True, count=int, ranges=list[list[int]])  # (source rows)
-Texts = shape("Texts", True, **dict.fromkeys(("equal", "different", "missing", "missing_reference",
-                                              "missing_candidate"), int))
+NULLS = ("missing_reference", "missing_candidate")  # (a text column's nulls, by side)
+Texts = shape("Texts", True, **dict.fromkeys(("equal", "different", "missing"), int),
+              **dict.fromkeys(NULLS, NotRequired[int]))  # (the card reads its nulls with a default, a note's without)
 Intervals = dict[str, list[Number] | None]  # (95% intervals, by statistic)
 Statistics = shape("Statistics", True, bland_altman=shape("BlandAltman", True, **dict.fromkeys(
     ("mean_difference", "loa_low", "loa_high"), Number)), ci95=NotRequired[Intervals],
@@ -146,7 +147,8 @@ Statistics = shape("Statistics", True, bland_altman=shape("BlandAltman", True, *
 NOTES = {  # the notes the card words (note_facts: [note, *its facts]), the types of their facts it reads
     "duplicate_note": (list[row(Side, int, int, Any, Any, Any)], dict[Side, int]), "prompt_note": (int, Any),
     "stand_in_note": (Side, Side), "scale_note": (Literal["rating", "logit"],) * 2, "columns_note": (dict[Side, Any],),
-    "ranked_note": (int, list[int], list[int]), "ties_note": (int, Any), "missing_note": (Any, Texts, int),
+    "ranked_note": (int, list[int], list[int]), "ties_note": (int, Any),
+    "missing_note": (Any, shape("Nulls", True, **dict.fromkeys(NULLS, int)), int),
     "few_rows_note": (dict[Literal["scores", "margin", "chosen", "rejected"], int], int),
     "splits_note": (shape("Splits", True, **dict.fromkeys(get_args(Side), Any)), dict[Side, Any]),
     "pairs_note": (Any, list[row(Side, Columns, Columns, dict[str, Any])] | None)}
@@ -154,9 +156,8 @@ CompareNote = Annotated[Union[(*(Annotated[row(Literal[k], *facts), Tag(k)] for 
                                Annotated[list, Tag("")])],  # (another note: one the card does not word)
                         Discriminator(lambda v: next((k for k in NOTES if isinstance(v, list) and v[:1] == [k]), ""))]
 PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
-Pairs = when("available", "Pairs", {True: dict(
-    categories=shape("Categories", **dict.fromkeys(PAIR_CATEGORIES, Required[int]), reranked=int),
-    fractions=shape("Fractions", True, **dict.fromkeys(PAIR_CATEGORIES, Number), reranked=Number))},
+Pairs = when("available", "Pairs", {True: dict(  # (their percentages: of their counts, not the fractions recorded)
+    n=int, categories=shape("Categories", **dict.fromkeys(PAIR_CATEGORIES, Required[int]), reranked=int))},
              margin_sign=shape("Signs", True, fraction=Number) | None, reference_response=Texts | None,
              messages=Texts | None)
 Role = shape("Role", True, n=int, pearson=Number)
