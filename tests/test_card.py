@@ -3772,6 +3772,8 @@ RM = {"name": "rm", "column": "candidate_scores_rm", "decides_pairs": False, "ki
         ("disagreements", "tolerance"), ("parameters", "disagreement_tolerance"))),
     no_number("compare.json", "pairs", "categories", "same", value="x"),
     no_number("compare.json", "slice", "groups", wanted="a list", value="x"),
+    *(("compare.json", ("scores",), {"available": False, "reason": value}, f'{json.dumps(value)} as its scores["reason"] '
+       "where text belongs") for value in (None, 7)),
     *(no_number("compare.json", *place, wanted="a mapping", value="x") for place in (
         ("slice", "hints_reproduce"), ("pairs", "categories"), ("pairs", "messages"), ("scores", "scores"),
         ("scores", "by_role"), ("reference", "commits"))),
@@ -3807,8 +3809,9 @@ def test_a_record_that_holds_no_number_or_word_the_card_prints_stops_the_card_na
     """A security review: a run folder someone sent put live HTML into the card (and 03_card's preview) through the
     numbers it printed as recorded (compare.json's counts, the rows a scorer cut, those that break PairRM's sign
     order), and stopped 03_card with a traceback where its records held text for a number, text for a list or a
-    mapping, or a word the card looks up (a side, a scale) that is none of its own. Each now stops where the record
-    is read, with one error naming the file and the place."""
+    mapping, or a word the card looks up (a side, a scale) that is none of its own, or a reason scores were not
+    compared that is no text (null or 7: "TypeError: 'NoneType' object is not subscriptable"). Each now stops where
+    the record is read, with one error naming the file and the place."""
     run = Path(shutil.copytree(compared_run, tmp_path / "run"))
     path = forged(run, record, place, value)
     with pytest.raises(DataError, match="^" + re.escape(f"{path} holds {said}, not ")):

@@ -126,11 +126,12 @@ Metrics = shape(
             ("rows", "sum_to_zero_holds", "two_candidate_rows", "antisymmetry_holds_among_two_candidate_rows",
              "chosen_is_best_and_rejected_is_worst"), int)) | None),
     length=when("cause", "Length", {"no_column": dict(columns=list[str]), "not_text": dict(column=str, type=str)},
-                n=int, margin_vs_length_difference=dict[str, shape("Rho", True, spearman=Number, pvalue=Number)],
+                n=int, reason=str,
+                margin_vs_length_difference=dict[str, shape("Rho", True, spearman=Number, pvalue=Number)],
                 chosen_longer_test=dict[str, shape("SignTest", True, positive=int, negative=int, pvalue=Number)],
                 left_out=shape("LeftOut", True, rows=int, first_row=int, column=str)),
     scale=shape("Scale", True, kind=Literal["constant", "rating", "probability", "logit", "unclear"],
-                grid_step=Number, grid_fraction=Number, distinct_values=int, min=Number, max=Number),  # detect_scale
+                grid_step=Number, grid_fraction=float, distinct_values=int, min=Number, max=Number),  # detect_scale
     figures=dict[str, shape("Figure", png=str, title=str)])
 # compare.json: what the card reads of it (its counts, numbers, the words it looks up: a side, a scale), the keys it
 # reads without a default required (04_compare writes each in every record: `when` the key that says so is true)
@@ -164,7 +165,7 @@ Role = shape("Role", True, n=int, pearson=Number)
 Scores = when("available", "Scores", {True: dict(
     scores=Statistics, margin=shape("Margin", n=Required[int], pearson=Number, ci95=Intervals),
     by_role=shape("ByRole", True, chosen=Role, rejected=Role))},
-              lacking=list[row(Side, Columns, Any, dict[str, Any])],
+              lacking=list[row(Side, Columns, Any, dict[str, Any])], reason=str,
               **dict.fromkeys(("values", "excluded_nonfinite", "nonfinite_on_both_sides"), int))
 Slice = when("located", "Slice", {True: dict(
     span=list[int], inside_span_not_in_reference=Rows, groups=list[shape(
