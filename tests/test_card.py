@@ -3909,6 +3909,20 @@ def test_a_comparison_an_older_repro_wrote_is_carded(compared_run, tmp_path):
     assert "| `reference_response` missing (null) in the reference / this dataset | unknown / unknown |" in en
 
 
+def test_a_comparison_lacking_what_the_card_reads_only_where_another_key_says_so_is_carded(compared_run, tmp_path):
+    """compare.json's `parameters` (its disagreement tolerance) is read only beside a probability column compared,
+    a slice's rows missing inside its span and a group's rows dropped by their count alone: a record without them
+    was refused ('holds no "parameters"'), and is carded now."""
+    run = Path(shutil.copytree(compared_run, tmp_path / "run"))
+    forged(run, "compare.json", ("slice", "groups", 0, "dropped_by_candidate"), {"count": 2, "ranges": [[3, 5]]})
+    for place in (("parameters",), ("slice", "inside_span_not_in_reference", "ranges"),
+                  ("slice", "groups", 0, "dropped_by_candidate", "ranges")):
+        without(run, "compare.json", place)
+    en = halves(card_for(run)[1])[0]
+    assert "| rows aligned (of the reference's 23) | 23 |" in en and "none missing inside" in en
+    assert "less 2 rows this dataset's construction dropped too" in en
+
+
 @pytest.mark.parametrize("place, value", [
     (("slice", "groups", 0, "solutions", 0, "drop_from"), "end\n\n<script>alert(1)</script>\n"),
     (("slice", "groups", 0, "solutions", 0), {"[l](javascript:alert(1))": 0, EVIL: EVIL}),

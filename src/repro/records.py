@@ -47,12 +47,12 @@ def shape(title: str, total: bool = False, /, **fields: Any) -> Any:
 def when(key: str, title: str, held: dict[Any, dict[str, Any]], /, **fields: Any) -> Any:
     """A mapping of these `fields` that also holds, where its `key` holds one of `held`'s values (True: any true value,
     as its readers test it), the keys `held` gives that value: read only then (a block compared, a slice located, the
-    facts of a cause)."""
+    facts of a cause; a key of `fields` too: its type there where not)."""
     def tag(value: Any) -> str:  # (no key of the mapping: `wrong` names the keys the error's place holds)
         found = value.get(key) if isinstance(value, dict) else None
         found = bool(found) if True in held else found
         return f"{key}: {found}" if isinstance(found, (bool, str)) and found in held else ""
-    return Annotated[Union[(*(Annotated[shape(title, **fields, **{k: Required[v] for k, v in keys.items()}),
+    return Annotated[Union[(*(Annotated[shape(title, **{**fields, **{k: Required[v] for k, v in keys.items()}}),
                                         Tag(f"{key}: {value}")] for value, keys in held.items()),
                             Annotated[shape(title, **fields), Tag("")])], Discriminator(tag)]
 
@@ -138,6 +138,7 @@ Metrics = shape(
 Side = Literal["reference", "candidate"]
 Columns = list[Literal["chosen", "rejected", "score_chosen", "score_rejected"]]  # (those a side lacks, or cannot read)
 Rows = shape("Rows", True, count=int, ranges=list[list[int]])  # (source rows)
+Counted = shape("Counted", True, count=int)  # (source rows the card counts, their ranges unread)
 NULLS = ("missing_reference", "missing_candidate")  # (a text column's nulls, by side)
 Texts = shape("Texts", True, **dict.fromkeys(("equal", "different", "missing"), int),
               **dict.fromkeys(NULLS, NotRequired[int]))  # (the card reads its nulls with a default, a note's without)
@@ -168,18 +169,19 @@ Scores = when("available", "Scores", {True: dict(
               lacking=list[row(Side, Columns, Any, dict[str, Any])], reason=str,
               **dict.fromkeys(("values", "excluded_nonfinite", "nonfinite_on_both_sides"), int))
 Slice = when("located", "Slice", {True: dict(
-    span=list[int], inside_span_not_in_reference=Rows, groups=list[shape(
+    span=list[int], inside_span_not_in_reference=Counted, groups=list[shape(
         "Group", name=Required[str], solutions=Required[list[Mapping]], not_in_source=int, repeated=int,
-        dropped_by_candidate=Rows)], **dict.fromkeys(("before_span", "after_span"), int))},
+        dropped_by_candidate=Counted)], **dict.fromkeys(("before_span", "after_span"), int))},
              hints_reproduce=shape("Hints", True, parameters=Mapping, exact=bool, rows=list[int] | None,
                                    dropped=NotRequired[Rows]),
              source=str, **dict.fromkeys(("located", "repeated", "not_in_source"), int))
-Compare = shape(
-    "Compare", verdict=str, note_facts=list[CompareNote], slice=Slice | None,
+Tolerance = shape("Tolerance", True, disagreement_tolerance=Number)  # (read beside a probability column compared)
+Compare = when(
+    "probabilities", "Compare", {True: dict(parameters=Tolerance)}, parameters=lenient(Tolerance), verdict=str,
+    note_facts=list[CompareNote], slice=Slice | None,
     reference=Required[shape("Reference", True, specs=list[str], split=str, rows=int,
                              commits=NotRequired[dict[str, str]])],
     candidate=Required[shape("Candidate", split=Required[str], specs=list[str], rows=int, commits=dict[str, str])],
-    parameters=Required[shape("Tolerance", True, disagreement_tolerance=Number)],
     alignment=Required[shape("Alignment", True, aligned=int, matched_by=NotRequired[dict[Literal[
         "prompt_id", "prompt_sha256", "prompt_normalised"], int]])],
     coverage=Required[shape("Coverage", True, **dict.fromkeys(("only_reference", "only_candidate",
