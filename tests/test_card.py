@@ -3763,15 +3763,17 @@ RM = {"name": "rm", "column": "candidate_scores_rm", "decides_pairs": False, "ki
         ("alignment", "aligned"), ("reference", "rows"), ("coverage", "only_reference"), ("coverage", "only_candidate"),
         ("coverage", "duplicates_reference"), ("coverage", "duplicates_candidate"), ("disagreements", "rows"),
         ("scores", "by_role", "chosen", "n"), ("scores", "by_role", "rejected", "n"), ("scores", "margin", "n"),
-        ("slice", "located"), ("slice", "repeated"), ("slice", "not_in_source"), ("slice", "span", 0),
+        ("pairs", "n"), ("slice", "located"), ("slice", "repeated"), ("slice", "not_in_source"), ("slice", "span", 0),
         ("slice", "span", 1), ("slice", "before_span"), ("slice", "after_span"),
         ("slice", "inside_span_not_in_reference", "count"), ("slice", "hints_reproduce", "rows", 0),
         ("slice", "hints_reproduce", "rows", 1))),
     *(no_number("compare.json", *place, wanted="a number", value="x") for place in (
-        ("pairs", "fractions", "same"), ("scores", "scores", "pearson"), ("scores", "scores", "ci95", "pearson", 0),
+        ("scores", "scores", "pearson"), ("scores", "scores", "ci95", "pearson", 0),
         ("disagreements", "tolerance"), ("parameters", "disagreement_tolerance"))),
     no_number("compare.json", "pairs", "categories", "same", value="x"),
     no_number("compare.json", "slice", "groups", wanted="a list", value="x"),
+    *(("compare.json", ("scores",), {"available": False, "reason": value}, f'{json.dumps(value)} as its scores["reason"] '
+       "where text belongs") for value in (None, 7)),
     *(no_number("compare.json", *place, wanted="a mapping", value="x") for place in (
         ("slice", "hints_reproduce"), ("pairs", "categories"), ("pairs", "messages"), ("scores", "scores"),
         ("scores", "by_role"), ("reference", "commits"))),
@@ -3807,8 +3809,9 @@ def test_a_record_that_holds_no_number_or_word_the_card_prints_stops_the_card_na
     """A security review: a run folder someone sent put live HTML into the card (and 03_card's preview) through the
     numbers it printed as recorded (compare.json's counts, the rows a scorer cut, those that break PairRM's sign
     order), and stopped 03_card with a traceback where its records held text for a number, text for a list or a
-    mapping, or a word the card looks up (a side, a scale) that is none of its own. Each now stops where the record
-    is read, with one error naming the file and the place."""
+    mapping, or a word the card looks up (a side, a scale) that is none of its own, or a reason scores were not
+    compared that is no text (null or 7: "TypeError: 'NoneType' object is not subscriptable"). Each now stops where
+    the record is read, with one error naming the file and the place."""
     run = Path(shutil.copytree(compared_run, tmp_path / "run"))
     path = forged(run, record, place, value)
     with pytest.raises(DataError, match="^" + re.escape(f"{path} holds {said}, not ")):
@@ -3831,8 +3834,7 @@ PROBABILITY = {"probability": {"rows": 3, "differ": 1, "other_shape": 0, "missin
 # the keys the card reads where another says so: a comparison that says so (compared_run's does not)
 READ_WHERE = {("parameters",): (("probabilities",), PROBABILITY),
               ("parameters", "disagreement_tolerance"): (("probabilities",), PROBABILITY),
-              ("coverage", "duplicates_candidate"): (("coverage", "duplicates_reference"), 2),
-              ("pairs", "fractions", "reranked"): (("pairs", "categories", "reranked"), 1)}
+              ("coverage", "duplicates_candidate"): (("coverage", "duplicates_reference"), 2)}
 
 
 @pytest.mark.parametrize("place", [
@@ -3841,7 +3843,7 @@ READ_WHERE = {("parameters",): (("probabilities",), PROBABILITY),
     ("parameters", "disagreement_tolerance"), ("alignment", "aligned"), ("coverage", "only_reference"),
     ("coverage", "only_candidate"), ("coverage", "duplicates_candidate"), ("disagreements", "rows"),
     ("disagreements", "tolerance"), ("pairs", "categories"), ("pairs", "categories", "swapped"),
-    ("pairs", "fractions"), ("pairs", "fractions", "reranked"), ("pairs", "messages", "missing"),
+    ("pairs", "n"), ("pairs", "messages", "missing"),
     ("pairs", "margin_sign", "fraction"), ("scores", "scores"), ("scores", "scores", "lin_ccc"),
     ("scores", "scores", "bland_altman", "loa_high"), ("scores", "by_role"), ("scores", "by_role", "rejected"),
     ("scores", "by_role", "chosen", "pearson"), ("scores", "margin"), ("scores", "margin", "n"), ("slice", "span"),
@@ -3881,6 +3883,44 @@ def test_what_a_comparison_holds_only_where_it_compared_them_is_read_only_there(
             ("probabilities", "probability", "differ"))
     with pytest.raises(DataError, match=re.escape('holds no "differ" in its probabilities["probability"], not ')):
         card_for(run)
+
+
+def test_a_comparison_an_older_repro_wrote_is_carded(compared_run, tmp_path):
+    """repro of two days before (tree 89cba56a) wrote compare.json without each side's nulls of a text column
+    (`missing_reference`, `missing_candidate`), which the card reads with a default, and without the `reranked`
+    category, which it reads only where a row is reranked: 03_card refused the record ('holds no "missing_reference"
+    in its pairs["reference_response"]'). And a fraction of the pairs held as null stopped it with "TypeError:
+    unsupported operand type(s) for +: 'int' and 'NoneType'": the card's percentages are now its counts'."""
+    run = Path(shutil.copytree(compared_run, tmp_path / "run"))
+    path = run / "compare.json"
+    old = json.loads(path.read_text())
+    for texts in (old["pairs"]["reference_response"], old["pairs"]["messages"]):
+        del texts["missing_reference"], texts["missing_candidate"]
+    del old["pairs"]["categories"]["reranked"], old["pairs"]["fractions"]["reranked"]
+    path.write_text(json.dumps(old))
+    en = halves(card_for(run)[1])[0]
+    assert "| same chosen and rejected | 23 (100.0 %) |" in en and "| same `messages` | 23 / 23 |" in en
+    old["pairs"]["reference_response"].update(equal=21, missing=2)
+    old["pairs"]["categories"].update(same=20, swapped=3)
+    old["pairs"]["fractions"] = dict.fromkeys(old["pairs"]["fractions"])
+    path.write_text(json.dumps(old))
+    en = halves(card_for(run)[1])[0]
+    assert "| same chosen and rejected | 20 (87.0 %) |\n| swapped pairs | 3 (13.0 %) |" in en
+    assert "| `reference_response` missing (null) in the reference / this dataset | unknown / unknown |" in en
+
+
+def test_a_comparison_lacking_what_the_card_reads_only_where_another_key_says_so_is_carded(compared_run, tmp_path):
+    """compare.json's `parameters` (its disagreement tolerance) is read only beside a probability column compared,
+    a slice's rows missing inside its span and a group's rows dropped by their count alone: a record without them
+    was refused ('holds no "parameters"'), and is carded now."""
+    run = Path(shutil.copytree(compared_run, tmp_path / "run"))
+    forged(run, "compare.json", ("slice", "groups", 0, "dropped_by_candidate"), {"count": 2, "ranges": [[3, 5]]})
+    for place in (("parameters",), ("slice", "inside_span_not_in_reference", "ranges"),
+                  ("slice", "groups", 0, "dropped_by_candidate", "ranges")):
+        without(run, "compare.json", place)
+    en = halves(card_for(run)[1])[0]
+    assert "| rows aligned (of the reference's 23) | 23 |" in en and "none missing inside" in en
+    assert "less 2 rows this dataset's construction dropped too" in en
 
 
 @pytest.mark.parametrize("place, value", [

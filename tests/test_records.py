@@ -129,12 +129,17 @@ METRICS_FIX = (", not what 02_analyze writes: run notebooks/02_analyze.ipynb aga
     (("margin", "mean_ci95"), ["a", 1], 'holds "a" as its margin["mean_ci95"][0] where a number belongs'),
     (("margin", "mean_ci95"), [1, 2, 3], 'holds 3 items as its margin["mean_ci95"] where at most 2 belong'),
     (("margin", "median_ci95"), [1], 'holds 1 item as its margin["median_ci95"] where at least 2 belong'),
-    (("effect_size", "cohens_dz"), "big", 'holds "big" as its effect_size["cohens_dz"] where a number belongs')])
+    (("effect_size", "cohens_dz"), "big", 'holds "big" as its effect_size["cohens_dz"] where a number belongs'),
+    (("scale", "grid_fraction"), None, 'holds null as its scale["grid_fraction"] where a number belongs'),
+    (("length",), {"available": False, "reason": 5}, 'holds 5 as its length["reason"] where text belongs')])
 def test_a_metrics_json_holding_another_type_where_the_card_reads_stops_03_card_naming_it(demo_run_copy, place, value,
                                                                                           said):
     # ties as text left the ties row out of the card unsaid (n as text was an error), the invariants' counts and
     # flags as text left their checks out or went into the card as they were, a mean as a list left the means out;
-    # an interval's wrong entry was said as "a list" where the list was what belonged, its length in pydantic's words
+    # an interval's wrong entry was said as "a list" where the list was what belonged, its length in pydantic's words;
+    # a scale's grid fraction null (02_analyze writes a number) stopped it with "TypeError: unsupported operand
+    # type(s) for *: 'int' and 'NoneType'", a length's reason a number with "UndefinedError: 'int object' has no
+    # attribute 'rstrip'"
     metrics = demo_run_copy / "metrics.json"
     edit(metrics, lambda m: forge(m, place, value))
     with pytest.raises(DataError) as refused:

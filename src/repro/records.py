@@ -47,12 +47,12 @@ def shape(title: str, total: bool = False, /, **fields: Any) -> Any:
 def when(key: str, title: str, held: dict[Any, dict[str, Any]], /, **fields: Any) -> Any:
     """A mapping of these `fields` that also holds, where its `key` holds one of `held`'s values (True: any true value,
     as its readers test it), the keys `held` gives that value: read only then (a block compared, a slice located, the
-    facts of a cause)."""
+    facts of a cause; a key of `fields` too: its type there where not)."""
     def tag(value: Any) -> str:  # (no key of the mapping: `wrong` names the keys the error's place holds)
         found = value.get(key) if isinstance(value, dict) else None
         found = bool(found) if True in held else found
         return f"{key}: {found}" if isinstance(found, (bool, str)) and found in held else ""
-    return Annotated[Union[(*(Annotated[shape(title, **fields, **{k: Required[v] for k, v in keys.items()}),
+    return Annotated[Union[(*(Annotated[shape(title, **{**fields, **{k: Required[v] for k, v in keys.items()}}),
                                         Tag(f"{key}: {value}")] for value, keys in held.items()),
                             Annotated[shape(title, **fields), Tag("")])], Discriminator(tag)]
 
@@ -126,19 +126,22 @@ Metrics = shape(
             ("rows", "sum_to_zero_holds", "two_candidate_rows", "antisymmetry_holds_among_two_candidate_rows",
              "chosen_is_best_and_rejected_is_worst"), int)) | None),
     length=when("cause", "Length", {"no_column": dict(columns=list[str]), "not_text": dict(column=str, type=str)},
-                n=int, margin_vs_length_difference=dict[str, shape("Rho", True, spearman=Number, pvalue=Number)],
+                n=int, reason=str,
+                margin_vs_length_difference=dict[str, shape("Rho", True, spearman=Number, pvalue=Number)],
                 chosen_longer_test=dict[str, shape("SignTest", True, positive=int, negative=int, pvalue=Number)],
                 left_out=shape("LeftOut", True, rows=int, first_row=int, column=str)),
     scale=shape("Scale", True, kind=Literal["constant", "rating", "probability", "logit", "unclear"],
-                grid_step=Number, grid_fraction=Number, distinct_values=int, min=Number, max=Number),  # detect_scale
+                grid_step=Number, grid_fraction=float, distinct_values=int, min=Number, max=Number),  # detect_scale
     figures=dict[str, shape("Figure", png=str, title=str)])
 # compare.json: what the card reads of it (its counts, numbers, the words it looks up: a side, a scale), the keys it
 # reads without a default required (04_compare writes each in every record: `when` the key that says so is true)
 Side = Literal["reference", "candidate"]
 Columns = list[Literal["chosen", "rejected", "score_chosen", "score_rejected"]]  # (those a side lacks, or cannot read)
 Rows = shape("Rows", True, count=int, ranges=list[list[int]])  # (source rows)
-Texts = shape("Texts", True, **dict.fromkeys(("equal", "different", "missing", "missing_reference",
-                                              "missing_candidate"), int))
+Counted = shape("Counted", True, count=int)  # (source rows the card counts, their ranges unread)
+NULLS = ("missing_reference", "missing_candidate")  # (a text column's nulls, by side)
+Texts = shape("Texts", True, **dict.fromkeys(("equal", "different", "missing"), int),
+              **dict.fromkeys(NULLS, NotRequired[int]))  # (the card reads its nulls with a default, a note's without)
 Intervals = dict[str, list[Number] | None]  # (95% intervals, by statistic)
 Statistics = shape("Statistics", True, bland_altman=shape("BlandAltman", True, **dict.fromkeys(
     ("mean_difference", "loa_low", "loa_high"), Number)), ci95=NotRequired[Intervals],
@@ -146,7 +149,8 @@ Statistics = shape("Statistics", True, bland_altman=shape("BlandAltman", True, *
 NOTES = {  # the notes the card words (note_facts: [note, *its facts]), the types of their facts it reads
     "duplicate_note": (list[row(Side, int, int, Any, Any, Any)], dict[Side, int]), "prompt_note": (int, Any),
     "stand_in_note": (Side, Side), "scale_note": (Literal["rating", "logit"],) * 2, "columns_note": (dict[Side, Any],),
-    "ranked_note": (int, list[int], list[int]), "ties_note": (int, Any), "missing_note": (Any, Texts, int),
+    "ranked_note": (int, list[int], list[int]), "ties_note": (int, Any),
+    "missing_note": (Any, shape("Nulls", True, **dict.fromkeys(NULLS, int)), int),
     "few_rows_note": (dict[Literal["scores", "margin", "chosen", "rejected"], int], int),
     "splits_note": (shape("Splits", True, **dict.fromkeys(get_args(Side), Any)), dict[Side, Any]),
     "pairs_note": (Any, list[row(Side, Columns, Columns, dict[str, Any])] | None)}
@@ -154,30 +158,30 @@ CompareNote = Annotated[Union[(*(Annotated[row(Literal[k], *facts), Tag(k)] for 
                                Annotated[list, Tag("")])],  # (another note: one the card does not word)
                         Discriminator(lambda v: next((k for k in NOTES if isinstance(v, list) and v[:1] == [k]), ""))]
 PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
-Pairs = when("available", "Pairs", {True: dict(
-    categories=shape("Categories", **dict.fromkeys(PAIR_CATEGORIES, Required[int]), reranked=int),
-    fractions=shape("Fractions", True, **dict.fromkeys(PAIR_CATEGORIES, Number), reranked=Number))},
+Pairs = when("available", "Pairs", {True: dict(  # (their percentages: of their counts, not the fractions recorded)
+    n=int, categories=shape("Categories", **dict.fromkeys(PAIR_CATEGORIES, Required[int]), reranked=int))},
              margin_sign=shape("Signs", True, fraction=Number) | None, reference_response=Texts | None,
              messages=Texts | None)
 Role = shape("Role", True, n=int, pearson=Number)
 Scores = when("available", "Scores", {True: dict(
     scores=Statistics, margin=shape("Margin", n=Required[int], pearson=Number, ci95=Intervals),
     by_role=shape("ByRole", True, chosen=Role, rejected=Role))},
-              lacking=list[row(Side, Columns, Any, dict[str, Any])],
+              lacking=list[row(Side, Columns, Any, dict[str, Any])], reason=str,
               **dict.fromkeys(("values", "excluded_nonfinite", "nonfinite_on_both_sides"), int))
 Slice = when("located", "Slice", {True: dict(
-    span=list[int], inside_span_not_in_reference=Rows, groups=list[shape(
+    span=list[int], inside_span_not_in_reference=Counted, groups=list[shape(
         "Group", name=Required[str], solutions=Required[list[Mapping]], not_in_source=int, repeated=int,
-        dropped_by_candidate=Rows)], **dict.fromkeys(("before_span", "after_span"), int))},
+        dropped_by_candidate=Counted)], **dict.fromkeys(("before_span", "after_span"), int))},
              hints_reproduce=shape("Hints", True, parameters=Mapping, exact=bool, rows=list[int] | None,
                                    dropped=NotRequired[Rows]),
              source=str, **dict.fromkeys(("located", "repeated", "not_in_source"), int))
-Compare = shape(
-    "Compare", verdict=str, note_facts=list[CompareNote], slice=Slice | None,
+Tolerance = shape("Tolerance", True, disagreement_tolerance=Number)  # (read beside a probability column compared)
+Compare = when(
+    "probabilities", "Compare", {True: dict(parameters=Tolerance)}, parameters=lenient(Tolerance), verdict=str,
+    note_facts=list[CompareNote], slice=Slice | None,
     reference=Required[shape("Reference", True, specs=list[str], split=str, rows=int,
                              commits=NotRequired[dict[str, str]])],
     candidate=Required[shape("Candidate", split=Required[str], specs=list[str], rows=int, commits=dict[str, str])],
-    parameters=Required[shape("Tolerance", True, disagreement_tolerance=Number)],
     alignment=Required[shape("Alignment", True, aligned=int, matched_by=NotRequired[dict[Literal[
         "prompt_id", "prompt_sha256", "prompt_normalised"], int]])],
     coverage=Required[shape("Coverage", True, **dict.fromkeys(("only_reference", "only_candidate",
