@@ -1,5 +1,4 @@
-"""The figures, in one seaborn theme on plain `Figure` objects (no pyplot state: the same under papermill, pytest
-and a kernel), saved as byte-stable PNG and SVG."""
+"""The figures: one seaborn theme on plain `Figure`s (no pyplot state: same everywhere), byte-stable PNG and SVG."""
 
 from __future__ import annotations
 
