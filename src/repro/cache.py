@@ -1,7 +1,6 @@
-"""The project's content-addressed cache of generated and scored rows: an entry is one row's result, keyed by its
-content and the stage's `namespace`, checksummed (a damaged one is moved to `<root>/damaged/` and recomputed);
-writes are atomic, first writer wins (a hard link): any number of processes fill one cache, all get the same bytes;
-rows one process computes, another about to compute them waits for (a lock per chunk of rows)."""
+"""The project's content-addressed cache of generated and scored rows: an entry per row, keyed by content and the
+stage's `namespace`, checksummed (damaged: moved to `<root>/damaged/`, recomputed); atomic writes, first writer wins
+(a hard link): processes sharing a cache get the same bytes, waiting for rows another computes (a lock per chunk)."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ def _sha256(text: str) -> str:
 
 @dataclass
 class CacheCounts:
-    """Rows a stage took from the cache, rows it computed, and damaged entries it found (and recomputed); of the
-    chunks it resumed (`repro.jobs`), rows the cache gave the call that made them, and rows whose note does not say."""
+    """Cache counts; `resumed_*`: resumed chunks' (`repro.jobs`) rows the cache gave their call, or unknown."""
 
     rows_from_cache: int = 0
     rows_computed: int = 0
@@ -123,8 +121,7 @@ class RowCache:
         return cls(root, stage, namespace, describe=True, key_of=key_of)
 
     def rekey(self, namespace: Any, describe: bool = True) -> "RowCache":
-        """Rows got and put from now on are those of `namespace` (scores after an out-of-memory lowered the budget:
-        the lower budget's); `describe`: write what the folder holds, for people reading the cache (never read)."""
+        """Use `namespace`'s rows from now (after an OOM: the lower budget's); `describe`: write it down for people."""
         self.namespace_digest = _sha256(canonical_json({"key_format": KEY_FORMAT, "namespace": namespace}))
         self.folder = self.root / self.stage / self.namespace_digest[:32]
         if describe:
@@ -184,9 +181,8 @@ class RowCache:
 
     @contextlib.contextmanager
     def computing(self, keys: list[str]) -> Iterator[None]:
-        """Hold the lock of the rows `keys` while this process computes them: another about to compute the same (a
-        family's members at once, Slurm array tasks on a shared file system) waits, saying so once, then reads them
-        here. A flock: a holder that stops, crashed too, lets go; where the file system has none, both compute."""
+        """Lock rows `keys` while computing them: another process about to (family members, Slurm tasks) waits,
+        saying so once, then reads them. A flock: a holder that stops, crashed too, lets go; no flock: both compute."""
         held, path = None, self.folder / LOCKS_FOLDER / f"{_sha256(canonical_json(keys))}.lock"
         with contextlib.suppress(OSError):  # (no flock: Lustre mounted without -o flock; a cache not writable)
             if keys:
@@ -208,9 +204,8 @@ class RowCache:
 
 def cached_chunk_fn(fn: Callable[..., list[Any]], cache: RowCache, *, reports_progress: bool = False,
                     cached: Callable[[int], None] | None = None) -> Callable[..., list[Any]]:
-    """`fn` over only the items of a chunk the cache lacks; every result is the stored entry's value (`cache.counts`
-    adds up where they came from). `reports_progress`: `fn` takes `(items, advance)`; cached rows advance at once,
-    or go to `cached(n)` where given (a bar's rate counts only the rows computed)."""
+    """`fn` over a chunk's items the cache lacks, results the stored values; `reports_progress`: `fn` takes `(items,
+    advance)`, cached rows advance at once or go to `cached(n)` if given (a bar's rate: computed rows only)."""
 
     def run(chunk: Sequence[Any], advance: Callable[[int], None] | None = None) -> list[Any]:
         keys = [cache.key(item) for item in chunk]

@@ -21,13 +21,11 @@ def notice(text: str) -> None:
 
 
 class ReproWarning(RuntimeWarning):
-    """What repro warns of (rows cut, a lower batch_tokens): `repro` commands and `repro run` tell it by its type, as it
-    points at the caller's line, not at repro's."""
+    """What repro warns of (rows cut, lower batch_tokens); commands tell it by type: it points at the caller's line."""
 
 
 def warn(message: str) -> None:
-    """Warn of `message`, pointed at the first frame outside the repro package: the user's line that called repro,
-    however deep inside it the warning comes from (Python 3.12's skip_file_prefixes)."""
+    """Warn of `message` at the user's line that called repro, however deep (as Python 3.12's skip_file_prefixes)."""
     frame, level = sys._getframe(1), 2
     while frame.f_back is not None and frame.f_code.co_filename.startswith(PACKAGE_DIR):
         frame, level = frame.f_back, level + 1
@@ -52,10 +50,9 @@ class ReproError(Exception):
 
 @contextlib.contextmanager
 def rendering(whose: str, advice: str) -> Iterator[None]:
-    """An error while `whose` templates compile or render (a record's value they cannot show, a function they call
-    that raises), raised again as a ReproError naming the template, its line and the error, then `advice`, from None:
-    IPython, showing a traceback through a template's frames, reads the .jinja file as Python, fails, and the cell
-    says nothing (`repro run`: "CellExecutionError: ")."""
+    """A template error of `whose` (compiling or rendering) raised again as a ReproError naming template, line and
+    error, then `advice`, from None: IPython, tracing through a template's frames, reads the .jinja as Python, fails,
+    and the cell says nothing (`repro run`: "CellExecutionError: ")."""
     try:
         yield
     except ReproError:  # (a paragraph already, which IPython shows without the stack)
@@ -81,8 +78,7 @@ EXIT_BUSY = 75  # the exit status of a command another process's work kept from 
 
 
 class Busy(ReproError):
-    """Another process is writing where the command would (a run's folder): the same command, once that one has
-    ended, goes on; `repro` exits EXIT_BUSY, not a usage error's 2."""
+    """Another process writes in the command's folder; the command goes on once it ends; `repro` exits EXIT_BUSY."""
 
 
 class ParameterError(ReproError, ValueError):
@@ -106,8 +102,7 @@ class DatasetLoadError(ReproError, OSError):
 
 
 def printable(text: Any) -> str:
-    """`text` with its control characters (C0 but tab and newline, DEL, C1) written as escapes (\\x1b): a record's
-    text a command prints (an output's name, a model id, a note) cannot move the cursor or erase the lines."""
+    """`text` with control characters (C0 but tab, newline; DEL, C1) escaped (\\x1b): printed, none moves the cursor."""
     return re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", lambda c: ascii(c[0])[1:-1], str(text))
 
 

@@ -1,5 +1,4 @@
-"""Every notebook's parameters: one flat schema per notebook section, YAML loading with `--set` overrides and
-`include:`, errors that name the key (papermill only warns about unknown names; `validate_namespace` refuses them)."""
+"""Every notebook's parameters: a flat schema per section, YAML with `--set` and `include:`, unknown names refused."""
 
 from __future__ import annotations
 
@@ -144,9 +143,8 @@ class _Params(BaseModel):
 
     @model_validator(mode="after")
     def _named_as_its_folder(self):
-        """Without run_dir, a notebook on a dataset writes that dataset's run, named as it; a run's own dataset (the
-        run, its dataset/ or dataset/data/ folder, a file of it) is recorded as its own, None (not assigned: that
-        validates again)."""
+        """Without run_dir, a notebook on a dataset writes its run, named as it; a run's own dataset (the run,
+        dataset/, dataset/data/, a file) is recorded as its own: None (unassigned: that validates again)."""
         given = getattr(self, self.subject) if self.subject else None
         manifest = run_manifest_of(given) if given is not None and Path(given).is_absolute() else None
         if manifest is not None and (not self.run_dir or Path(self.run_dir).resolve() == manifest.parent.resolve()):
@@ -224,8 +222,8 @@ def one_line(text: Any, spans: bool = False, markdown: bool = False) -> str:
 
 
 def plain_text(markdown: str) -> str:
-    """What a reader sees of a line of Markdown as `one_line`, `code_span` and the prose's bold write it, as text (a
-    table's cell, HTML's text): its code spans' text, each escape and entity the character it stands for, no `**`."""
+    """A Markdown line as `one_line`, `code_span` and bold write it, as plain text (a table cell, HTML): code spans'
+    text, escapes and entities resolved, no `**`."""
     def unescaped(part: str) -> str:
         return MARKED_RE.sub(lambda m: m[1] or ("" if m[0] == "**" else html.unescape(m[0])), part)
     pieces, last = [], 0
@@ -238,14 +236,12 @@ def plain_text(markdown: str) -> str:
 
 
 def fence(text: str, least: int = 1) -> str:
-    """A markdown code fence of more backticks (`least` at least) than any run of them in `text`: none of them ends
-    it."""
+    """A code fence of more backticks (at least `least`) than any run of them in `text`, so none of them ends it."""
     return "`" * max(least, max(map(len, re.findall("`+", text)), default=0) + 1)
 
 
 def code_span(name: Any) -> str:
-    """`name` as markdown's inline code on one line, in a `fence` (spaced apart where it starts or ends with a
-    backtick), which nothing in it ends: what it holds (HTML too) shows as it is."""
+    """`name` as one-line inline code in a `fence` (spaced if it starts/ends with a backtick): shown as is, HTML too."""
     name = LINE_BREAK_RE.sub(" ", str(getattr(name, "raw", name)))
     space, ticks = " " * (name[:1] == "`" or name[-1:] == "`"), fence(name)
     return f"{ticks}{space}{name}{space}{ticks}"
@@ -666,16 +662,14 @@ ACTS_ONLY_WITH = {"length_penalty": ("selection", ("best_worst_length_penalised"
 
 
 def idle_parameters(*runs: Mapping[str, Any]) -> dict[str, str]:
-    """{parameter: the value it acts only with} of each that the values of every one of `runs` (each every section's:
-    a run's, or each member's of a family) leave idle."""
+    """{parameter: the value it acts only with} of those idle in every one of `runs` (a run's or members' values)."""
     idle = {key: f"{other}: {' or '.join(json.dumps(v) if isinstance(v, bool) else v for v in values)}"
             for key, (other, values) in ACTS_ONLY_WITH.items() if all(run.get(other) not in values for run in runs)}
     return {**idle, **dict.fromkeys(unused_generation(*runs) - set(_Params.model_fields), "generate: true")}
 
 
 def differing(a: Mapping[str, Any], b: Mapping[str, Any], keys: Iterable[str]) -> dict[str, tuple[Any, Any]]:
-    """{key: (a's value, b's)} of each of `keys` whose values differ where it acts: not one idle in both runs (it
-    shapes nothing in either: `idle_parameters`), nor a blank and null of one read as null (`Blank`)."""
+    """{key: (a's, b's)} of `keys` differing where acting (not idle in both: `idle_parameters`); blank is null."""
     def value(run: Mapping[str, Any], key: str) -> Any:
         return Blank.func(run.get(key)) if key in BLANK_FIELDS else run.get(key)
     idle = idle_parameters(a, b)
@@ -751,8 +745,7 @@ def rule_words(err: Mapping[str, Any]) -> str:
 
 
 def check_value(annotation: Any, value: Any, name: str = "", error: type[Exception] = ParameterError) -> Any:
-    """`value` read by the schema's rule for `annotation` where it enters (a `repro` option's argparse type, a Python
-    API argument: the rule and the words a notebook's parameter gets), else an `error` naming `name` (and its key)."""
+    """`value` by the schema's rule for `annotation` (an argparse type, an API argument), else `error` naming `name`."""
     try:
         return TypeAdapter(annotation).validate_python(value)
     except ValidationError as exc:
@@ -775,9 +768,8 @@ NO_POLICY = ("policy_model is not set, but the generation stage needs a policy: 
 
 
 def check_generated_columns(construct: ConstructParams, generation: GenerationParams) -> None:
-    """With `generate`, the candidates ranked are exactly the generated resp0 .. resp{n-1} (a source's own columns
-    beside them would be ranked as if generated; a generated one left out, generated for nothing), and a policy makes
-    them (said before the source is read)."""
+    """With `generate`, the ranked candidates are exactly the generated resp0..resp{n-1} (a source's own would rank
+    as generated; one left out, generated in vain), made by a policy; checked before the source is read."""
     if not construct.generate:
         return
     made = [f"resp{k}" for k in range(generation.n_candidates)]
@@ -817,8 +809,8 @@ PARAMETERS_HEADER = "# Parameters of notebooks/"  # the first line of every note
 
 
 def cell_names(namespace: dict[str, Any], injected: bool = False) -> set[str] | None:
-    """The names the parameters cell assigns as it last ran (and papermill's injected cell after it; `injected`: that
-    cell's only), read from IPython's input history; None without a history that holds it."""
+    """Names the parameters cell (and papermill's injected one; `injected`: its only) last assigned, from IPython's
+    input history; None without it."""
     history = namespace.get("In")
     starts = [i for i, cell in enumerate(history or ()) if str(cell).startswith(PARAMETERS_HEADER)]
     if not isinstance(history, list) or not starts:
@@ -860,8 +852,7 @@ class Stale:
 
 
 def make_stale(namespace: dict[str, Any], interrupted: bool = False) -> None:
-    """Replace a notebook's objects (not its parameters, modules or functions) by `Stale` ones (`interrupted`: a cell
-    was, rather than failed)."""
+    """Set a notebook's objects (not parameters, modules, functions) `Stale` (`interrupted`: a cell was, not failed)."""
     keep = all_fields()
     for key, value in list(namespace.items()):
         if not (key.startswith("_") or key in _IPYTHON_NAMES or key in keep or isinstance(value, Stale)
@@ -870,9 +861,8 @@ def make_stale(namespace: dict[str, Any], interrupted: bool = False) -> None:
 
 
 def _stale_after_failures(namespace: dict[str, Any]) -> None:
-    """In an IPython kernel, once: a cell failing with repro's error (not a refusal of a cell that did nothing:
-    `Refused`) or an interrupt, or a parameters cell failing in any way, makes the notebook's objects `Stale` (the
-    parameters refused until that cell runs to its end)."""
+    """In an IPython kernel, once: a cell failing with repro's error (not `Refused`) or an interrupt, or a parameters
+    cell failing at all, makes the notebook's objects `Stale` (parameters refused until that cell runs to its end)."""
     shell = namespace.get("get_ipython", lambda: None)()
     if shell is None or namespace.get(_HOOKED):
         return
@@ -939,9 +929,8 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
 
 
 def read_value(raw: str) -> Any:
-    """A command-line VALUE read as YAML (3, true, null, [a, b], {k: v}, "quoted"), but as typed where YAML would
-    change it without a word: text cut at a ' #' (`runs/exp #3`; `3 # three` is 3), a mapping or list not in brackets
-    (`notes: v2.jsonl`, `- x`), a date or time (no parameter is one: `run_name=$(date +%F)`), and unreadable YAML."""
+    """A CLI VALUE as YAML (3, true, null, [a, b], {k: v}, "x"), but as typed where YAML would silently change it:
+    cut at ' #' (`runs/exp #3`; `3 # x`: 3), unbracketed maps/lists (`a: b.jsonl`, `- x`), dates, times, bad YAML."""
     raw = raw.strip()
     try:
         node = yaml.compose(raw, Loader=yaml.SafeLoader)
@@ -957,8 +946,7 @@ def read_value(raw: str) -> Any:
 
 
 def set_option(key: str, value: Any) -> str:
-    """`--set KEY=VALUE` that read_value reads back as `value` (text as typed where it can be, else JSON: no \\u
-    escapes), quoted for a shell where it needs it (spaces, quotes)."""
+    """`--set KEY=VALUE` read_value reads as `value` (as typed if it can, else JSON, no \\u), shell-quoted if needed."""
     typed = value if isinstance(value, str) and read_value(value) == value else json.dumps(value, ensure_ascii=False)
     return f"--set {shlex.quote(f'{key}={typed}')}"
 
@@ -1009,8 +997,8 @@ class _OnceLoader(yaml.SafeLoader):
 
 def read_params_yaml(path: Path, chain: tuple[Path, ...] = (), keys: dict[str, str] | None = None
                      ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The values of the files a params file's `include:` names (paths from its folder, in order), and its own; the
-    unknown keys of them all refused at once (or added to `keys`, {key: file}, for the caller to refuse)."""
+    """A params file's values after its `include:` files' (from its folder, in order); unknown keys refused at once
+    (or put in `keys`, {key: file}, for the caller to refuse)."""
     text = utf8_text(path, "Params file")
     try:
         values = yaml.load(text, Loader=_OnceLoader)
@@ -1051,9 +1039,8 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = (), keys: dict[str, s
 
 def load_params_file(path: str | Path, overrides: list[str] | None = None, grid: bool = False,
                      family_keys: dict[str, bool] | None = None) -> dict[str, Any]:
-    """A params YAML file (with its `include:` files) and `--set` overrides, every key validated; the merged dict.
-    Of a family's (a `family:` key, or `grid`: --grid is given), the keys given that act only with another's value
-    go into `family_keys` (key -> from --set), for say_idle once its members are planned."""
+    """A params file (with `include:`s) and `--set` overrides, merged, each key validated; a family's (`family:`, or
+    `grid`) keys acting only with another's value go to `family_keys` (key -> from --set) for say_idle."""
     path = find_params(path)  # a folder or a missing file: the error `repro run` gives
     keys: dict[str, str] = {}  # every key given, where: the unknown ones of the files and --set refused at once
     included, own = read_params_yaml(path, keys=keys)
@@ -1094,8 +1081,7 @@ def load_params_file(path: str | Path, overrides: list[str] | None = None, grid:
 
 
 def say_idle(path: Path, given: Mapping[str, bool], *runs: Mapping[str, Any]) -> None:
-    """One line on stderr naming the keys `given` (key -> from --set) that act in none of `runs` (each every
-    section's values: a run's, or each member's of a family: a key one member uses is set for it)."""
+    """A stderr line: `given` keys (key -> from --set) idle in all `runs` (a run's or members'; any use counts)."""
     idle = idle_parameters(*runs)
     _say_unused(path, {key: f"acts only with {idle[key]}" for key in given if key in idle},
                 [key for key in given if given[key]], "set the value named beside {them}, or remove {them}")

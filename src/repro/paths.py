@@ -1,5 +1,5 @@
-"""Where things are: the project root and the path rule (a relative path a parameter gives is taken from the project
-root, from a shell, papermill or JupyterLab alike), the notebooks and params files, and the files of one run."""
+"""Where things are: the project root and the path rule (relative: from the root, in a shell, papermill or JupyterLab),
+the notebooks and params files, and the files of one run."""
 
 from __future__ import annotations
 
@@ -32,8 +32,7 @@ def cache_root() -> Path:
 
 
 def unreadable_stand_in(folder: Path) -> str:
-    """Why this user cannot read the stand-in built in `folder` (a file or folder another user's umask made theirs
-    alone), saying what to do; "" where they read all of it, or none is built."""
+    """Why this user cannot read `folder`'s stand-in (another's umask), and what to do; "" if readable or unbuilt."""
     paths = [folder, *folder.rglob("*")] if folder.is_dir() else []
     denied = next((p for p in paths if not os.access(p, os.R_OK | os.X_OK * p.is_dir())), None)
     return "" if denied is None else (
@@ -42,8 +41,7 @@ def unreadable_stand_in(folder: Path) -> str:
 
 
 def absolute_caches() -> None:
-    """Each cache variable holding a relative path made absolute from the current folder, where `repro run`'s checks
-    take it, for its notebooks' kernels too (which run in the project root)."""
+    """Cache variables' relative paths made absolute from the cwd, as `repro run` checks them, for kernels too."""
     for name in ("HF_HOME", "HF_DATASETS_CACHE", "HF_HUB_CACHE", "REPRO_CACHE", "REPRO_ROW_CACHE"):
         if os.environ.get(name):
             os.environ[name] = os.path.abspath(os.path.expanduser(os.environ[name]))
@@ -135,8 +133,8 @@ def utf8_text(path: Path, what: str, error: type[Exception] = ParameterError) ->
 
 
 def public_name(value: str) -> str:
-    """A user-given path as a published file may show it: its last name (a run's dataset/ folder: <run>/dataset; a
-    home folder, this machine's or /home/<user>, /Users/<user>, C:\\Users\\<user>: ~, never its user's name)."""
+    """A user path as published: its last name (a run's dataset/: <run>/dataset); a home (this machine's, /home/<user>,
+    /Users/<user>, C:\\Users\\<user>): ~, never its user's name."""
     if value.startswith(("/", "~", "\\", "./", "../")) or re.match(r"^[A-Za-z]:[\\/]", value):
         # ~ read before any .. (~/../bob, ~al/../bob: bob's home, as /home/al/../bob is); a ~user the machine does not
         # know: a home all the same; a full stop or colon after a home is prose (and Path's expanduser raises)
@@ -153,13 +151,12 @@ def public_name(value: str) -> str:
 
 
 def public_text(text: str, keep: tuple[str, ...] = ()) -> str:
-    """User-written text as a published file may show it: each local path in it (/…, ~/…, ./…, C:\\…, file://…,
-    user@host:/…) `public_name`d; one starting with one of `keep` (selfcheck.md's ~/… and ./…) as it is.
-    A tilde with no slash after its word, or before a number or a lone letter and a slash, is prose (~half, ~alice,
-    ~8/10, ~n/2 kept; ~bob/, ~n/x.json are homes). Another user's name goes on past a capitalised first word over
-    capitalised words (a particle, de, van…, or d' before one) to a separator, `. `, `: `, a possessive 's, a quote or
-    comma: /Users/Ana de la Cruz/x -> x; /home/Al Lee's data -> ~'s data; /home/al In Jan/Feb -> ~ In Jan/Feb. A
-    lowercase name in several words (/users/mary ann lee: a home no system makes) shows its later words."""
+    """User text as published: each local path (/…, ~/…, ./…, C:\\…, file://…, user@host:/…) `public_name`d, but
+    those starting with one of `keep` (selfcheck.md's ~/… and ./…). A tilde is prose without a slash after its word, or
+    before a number or lone letter and a slash (~half, ~alice, ~8/10, ~n/2; ~bob/, ~n/x.json are homes). A user's name
+    runs from a capitalised word over capitalised ones (or de, van…, d' before one) to `. `, `: `, 's, a quote or comma:
+    /Users/Ana de la Cruz/x -> x; /home/Al Lee's data -> ~'s data; /home/al In Jan/Feb -> ~ In Jan/Feb. A lowercase
+    name in several words (/users/mary ann lee: a home no system makes) shows its later words."""
     home = os.path.expanduser("~")  # (first, literally: a space or ~ in its name is no end of it)
     homes = "".join(rf"{re.escape(h)}(?![^{_ENDS}/\\.:])|" for h in dict.fromkeys(
         p.rstrip("/") for p in (home, os.path.realpath(home))) if len(h) > 1 and os.path.isabs(home))
@@ -169,8 +166,7 @@ def public_text(text: str, keep: tuple[str, ...] = ()) -> str:
 
 
 def without_folders(text: str, *folders: str | Path) -> str:
-    """`text` with each path in `folders` (this machine's home, the current folder) `public_name`d wherever it stands:
-    a last guard behind `public_text`, for a path in a route it did not catch."""
+    """`text` with each of `folders` (home, cwd) `public_name`d anywhere: a guard for paths `public_text` missed."""
     for folder in dict.fromkeys(str(f).rstrip("/\\") for f in folders):
         if len(folder) > 1 and folder in text:  # (a search only where one is there)
             text = re.sub(rf"{re.escape(folder)}(?![^{_ENDS}/\\]){_PATH_GOES_ON}", lambda path: public_name(path[0]),
@@ -212,8 +208,8 @@ def here_path(text: str) -> Path:
 
 
 def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> str | None:
-    """`value` by the path rule: a relative path becomes absolute from the project root; None, "", an absolute path,
-    and (with `may_be_id`) "demo", "builtin:*" and hub ids (owner/name with no such local path) stay as they are."""
+    """`value` by the path rule: relative -> absolute from the project root; None, "", absolute paths and (`may_be_id`)
+    "demo", "builtin:*" and hub ids (owner/name with no such local path) as they are."""
     if value is None or str(value) == "":
         return value  # "" means "not set", as None does (run_dir="" is the default run directory)
     text = str(value)
@@ -229,8 +225,7 @@ def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> st
 
 
 def rebased(value: Any, old: str | Path, new: str | Path) -> Any:
-    """`value` (a parameter's, in its lists and mappings too) with each absolute path under the project root `old` at
-    the same place under `new` (a project moved or copied names the same files); anything else as it is."""
+    """`value` (in lists and mappings too) with absolute paths under root `old` moved under `new` (a moved project)."""
     if isinstance(value, (list, dict)):
         items = value.items() if isinstance(value, dict) else enumerate(value)
         moved = {key: rebased(item, old, new) for key, item in items}
@@ -241,9 +236,8 @@ def rebased(value: Any, old: str | Path, new: str | Path) -> Any:
 
 
 def within(path: str | Path, folder: Path) -> bool:
-    """Whether `path` (a relative one taken from `folder`) lies inside `folder`, links followed: a path a run's own
-    files give (copied from anyone: `..`, absolute, through a link, a NUL) that a run removes, moves or publishes
-    must."""
+    """Whether `path` (relative: from `folder`) lies inside `folder`, links followed: a path from a run's own files
+    (copied from anyone: `..`, absolute, a link, a NUL) that a run removes, moves or publishes must."""
     try:
         return "\0" not in str(path) and folder.resolve() in Path(folder, path).resolve().parents
     except OSError:  # (a name too long)
@@ -251,8 +245,8 @@ def within(path: str | Path, folder: Path) -> bool:
 
 
 def record_project(data: dict[str, Any], run: Path) -> Path:
-    """The project root the paths of `run`'s record `data` were taken from (`start_run` records it); an older record's:
-    the root its run_dir was in, where the run lies at the same place in its project now; else the root now."""
+    """The project root `run`'s record `data` took paths from (`start_run` records it); an older record's: its run_dir's
+    root, if the run lies at the same place in it now; else the root now."""
     if data.get("project"):
         return Path(data["project"])
     root, was = project_root(), Path((data.get("parameters") or {}).get("run_dir") or "").parts
@@ -262,8 +256,7 @@ def record_project(data: dict[str, Any], run: Path) -> Path:
 
 
 def unicode_twin(path: str | Path) -> str:
-    """For a path that does not exist: a hint where it exists with a name in it in another Unicode form (macOS writes é
-    as e and a combining accent, NFD; typed, é is one character, NFC), looking the same; else ""."""
+    """For a missing path: a hint where it exists in another Unicode form (macOS's NFD é, typed NFC é); else ""."""
     path = Path(path)
     found = Path(path.anchor) if path.anchor else Path()
     for part in path.parts[bool(path.anchor):]:
@@ -281,8 +274,7 @@ def unicode_twin(path: str | Path) -> str:
 
 
 def beside_hint(path: str | Path) -> str:
-    """For a path (by the path rule) that does not exist: a hint where it exists in another Unicode form, or from the
-    working folder instead of the project root (a notebook's folder in JupyterLab, a shell elsewhere); else ""."""
+    """For a missing path: a hint where it is in another Unicode form or from the cwd (JupyterLab, a shell); else ""."""
     root, here, given = project_root(), Path.cwd(), Path(path)
     if twin := unicode_twin(given if given.is_absolute() else root / given):
         return twin
@@ -330,8 +322,8 @@ CHECKPOINT = "a Transformers checkpoint's folder (config.json, the weights, the 
 
 
 def local_checkpoint(spec: str, what: str, hub_example: str, layout: str) -> Path | None:
-    """The folder `spec` names, with a config.json and weights (else `layout` says what is expected; a stand-in repro
-    built may draw its weights at load time); None for a hub id. Every loader's and the preflight's test of a folder."""
+    """`spec`'s folder with config.json and weights (else `layout` says what is expected; a stand-in may draw weights
+    at load time); None for a hub id. Every loader's and the preflight's test of a folder."""
     path = Path(spec).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -365,8 +357,8 @@ def run_folder(run_dir: str | Path | None, run_name: str) -> Path:
 
 
 def run_dir_of(dataset: str | None, run_name: str) -> Path:
-    """Where a notebook on `dataset` writes without run_dir: the run it belongs to, else runs/<its name>, or an older
-    repro's run of it (`ascii_folder_safe`) where none of that name exists; with no dataset, runs/<run_name>."""
+    """A notebook's run folder on `dataset` without run_dir: its run, else runs/<its name> (or an older
+    `ascii_folder_safe` one that exists); with no dataset, runs/<run_name>."""
     if dataset is None:
         return default_run_dir(run_name)
     manifest = run_manifest_of(dataset) if Path(dataset).is_absolute() else None  # a local path, by the path rule
@@ -387,8 +379,8 @@ def describes(run: Path, dataset: str) -> bool:
 
 
 def folder_safe(text: str) -> str:
-    """`text` (composed, NFC) as a folder's name may hold it: letters, digits and their marks (the vowel signs of
-    डेटा) of any script, '.', '_' and '-' kept, each run of others one '-', a mark on no letter or digit dropped."""
+    """`text` (NFC) as a folder name: any script's letters, digits and marks (डेटा's vowel signs) and '._-' kept, each
+    run of others one '-', a mark on no letter or digit dropped."""
     kept: list[str] = []
     for c in unicodedata.normalize("NFC", text):
         if not unicodedata.category(c).startswith("M"):
@@ -417,8 +409,8 @@ def shipped(name: str) -> Path:
 
 
 def find_params(name: str | Path) -> Path:
-    """The params file NAME (from cwd, then the project root); a bare name (`demo`, `sppo_iter1`,
-    `recipes/sppo_iter1`) also among the project's params files and recipes, then the package's examples."""
+    """The params file NAME (from cwd, then the root); a bare name (`demo`, `recipes/sppo_iter1`) also among the
+    project's params files and recipes, then the package's examples."""
     given, examples = Path(name).expanduser(), shipped("params")
     tried = [given.resolve()]
     if not given.is_absolute():
@@ -461,9 +453,8 @@ def now() -> str:
 
 
 def take_lock(path: Path, who: str, waiting: Callable[[str], Any] | None = None) -> IO[str] | str:
-    """The flock of `path` (it goes with the process: one that stops, crashed too, lets go), `who`, its pid and the
-    time written in it: the open file (closing it lets go); where another process holds it, the holder's text, or
-    with `waiting`, the file once the holder lets go (`waiting(holder's text)` is called first)."""
+    """The flock of `path` (let go when the process stops, crashed too) holding `who`, pid and time: the open file
+    (close to let go); if another holds it, its text, or with `waiting`, the file once free (calls `waiting(text)`)."""
     held = open(path, "a+", encoding="utf-8")
     for tries in range(50, 0, -1):
         try:
@@ -490,8 +481,7 @@ def take_lock(path: Path, who: str, waiting: Callable[[str], Any] | None = None)
 
 
 def let_go(held: IO[str]) -> None:
-    """Give back a lock `take_lock` took: unlocked, not only closed (a process forked meanwhile, vLLM's engine, a
-    DataLoader's worker, shares the open file and would hold it for its whole life), and emptied."""
+    """Unlock (not just close: a forked vLLM engine or DataLoader worker shares the file), empty `take_lock`'s lock."""
     held.truncate(0)
     fcntl.flock(held, fcntl.LOCK_UN)
     held.close()
@@ -528,8 +518,7 @@ class RunDir:
         return str(Path(path).resolve().relative_to(self.root.resolve()))
 
     def foreign(self, building: bool) -> list[str]:
-        """What a folder no run claims (no manifest) holds where a run writes, which it would write over; a dataset/
-        is only a notebook's input unless it is `building` one (but for 03_card's card); empty folders hold nothing."""
+        """What an unclaimed folder holds where a run writes; dataset/ is input unless `building`; empty: nothing."""
         if self.manifest.exists():
             return []
         mine = (self.notebooks, self.figures, self.tables, self.metrics, self.compare,
@@ -538,8 +527,7 @@ class RunDir:
                 if p.is_file() or p.is_dir() and any(p.iterdir())]
 
     def foreign_refusal(self, building: bool) -> str:
-        """Why a run may not write into this folder (one of its parts a link, out of it as in a copied folder or to
-        another part, or `foreign`), and what to do; "" when it may."""
+        """Why a run may not write here (a part a link or outside, as a copy's; `foreign`), what to do; "" if it may."""
         work = [self.stage_work(s, t) for s in ("generation", "scoring") for t in (False, True)]
         parts = (*self.folders(), self.work / "test", *work, self.manifest, self.card, self.metrics, self.compare,
                  self.lock)
@@ -559,8 +547,7 @@ class RunDir:
         return sorted(self.data.glob(f"{split}-*.parquet"))
 
     def hold(self, who: str, kernel: bool = False) -> str | None:
-        """Take the run's lock (a flock: it goes with the process), `who` and its pid written in it; where another
-        process holds it, its holder's text. `kernel`: a notebook's kernel, which takes none under its `repro run`."""
+        """Take the run's flock (`who`, pid in it), or give its holder's text; `kernel`: none under its `repro run`."""
         self._forget_removed()
         if (key := self.root.resolve()) in _HELD or (kernel and self.driven()):
             return None
@@ -580,8 +567,7 @@ class RunDir:
         return self.root.resolve() in _HELD
 
     def release(self, kernel: bool = False) -> None:
-        """Give back the lock `hold` took (`kernel`: only a kernel's, never that of the `repro run` this process is).
-        The file stays: a process that opened it meanwhile must lock this file, not a new one."""
+        """Give back `hold`'s lock (`kernel`: a kernel's only); the file stays: one opened meanwhile locks this one."""
         key = self.root.resolve()
         if key in _HELD and (_HELD[key][1] or not kernel):
             let_go(_HELD.pop(key)[0])
@@ -607,8 +593,8 @@ class RunDir:
 
 
 def run_manifest_of(spec: str | Path, any_split: bool = False) -> Path | None:
-    """The manifest.json of the run `spec` names (the run, its dataset/ or dataset/data/ folder, a file of the split it
-    built; `any_split`: of any split, the run that wrote it, not then its own dataset), or None."""
+    """The manifest.json of the run `spec` names (the run, dataset/, dataset/data/, a file of its split; `any_split`: of
+    any split, the run that wrote it), or None."""
     path = Path(spec).expanduser()
     data = path.parent if path.suffix == ".parquet" else path  # (a shard: the data/ folder it is in)
     candidates = [path / MANIFEST_JSON, *([path.parent / MANIFEST_JSON] if path.name == DATASET_DIR else [])]

@@ -1,5 +1,4 @@
-"""notebooks/05_family: a family's members side by side (a table, their margins, each one's verdict), written to
-`family.json` and `figures/family_margins.*` in the family's folder."""
+"""notebooks/05_family: members side by side (table, margins, verdicts) in `family.json`, `figures/family_margins.*`."""
 
 from __future__ import annotations
 
@@ -51,8 +50,7 @@ class FamilyView:
 
 
 def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
-    """Every member run under `root` (a folder whose manifest records `family`), in the family's order; of the
-    members `repro run` last planned there (the family folder's record), when it says."""
+    """Member runs under `root` (manifest with `family`), in order; those `repro run` last planned, if recorded."""
     if not root.is_dir():
         siblings = {q.name: str(q) for q in root.parent.iterdir() if q.is_dir()} if root.parent.is_dir() else {}
         raise DataError(f"{root} {'is a file' if root.exists() else 'does not exist'}."
@@ -115,9 +113,8 @@ def differing_parameters(manifests: list[dict[str, Any]]) -> list[str]:
 
 
 def _row_counts(info: dict[str, Any]) -> dict[str, int | None]:
-    """A stage's rows (its record: the score stage's, the manifest's `generation`): computed in the member's run,
-    taken from the row cache (by an interrupted call whose chunks it resumed too), taken back from its own work/ (with
-    `cache: false`, no cache record: its own counts)."""
+    """A stage record's rows (score stage's, manifest's `generation`) computed, from the row cache (resumed chunks'
+    too), or from its own work/ (`cache: false`: no cache record, own counts)."""
     cache = info.get("cache") or {}
     from_cache = cache.get("rows_from_cache", 0) + cache.get("resumed_from_cache", 0) if cache else None
     resumed = info.get("prompts_resumed")
@@ -132,8 +129,7 @@ def _row_counts(info: dict[str, Any]) -> dict[str, int | None]:
 
 
 def member_margins(run: RunDir, data: dict[str, Any]) -> np.ndarray:
-    """A complete member's margins (rows with both scores), read as 02_analyze reads them: the split it built, in
-    the seed's columns whatever its format; none while it is not complete, or for a format without scores."""
+    """A complete member's margins, as 02_analyze reads them (split, seed columns); none if incomplete or unscored."""
     split = (data.get("dataset") or {}).get("split") or SPLIT
     if data.get("status") != "complete" or not run.shards(split):
         return np.array([], dtype=np.float64)
@@ -184,8 +180,7 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
 
 
 def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, Any]] = ()) -> Figure:
-    """The members' margin distributions side by side (a violin with quartiles per member, every row a dot), with
-    each of `members`' (member_summary's) mean margin and its 95% interval, and a star on a stand-in's name."""
+    """Members' margins as violins (quartiles, rows as dots) with `members`' mean, 95% interval; a stand-in starred."""
     long = pd.DataFrame([{"member": name, "margin": v} for name, m in margins.items() for v in m])
     drawn = sum(m.size > 0 for m in margins.values())  # "2 of 3" when a member has none (not complete, no scores)
     drawn_members = f"{drawn} of " * (drawn != len(margins)) + counted(len(margins), "member")
@@ -304,8 +299,7 @@ def family_view(params: FamilyViewParams) -> FamilyView:
 
 
 def show_members(view: FamilyView) -> None:
-    """The members' table, and under it, where members have fewer rows than stats.BOOTSTRAP_FEW_ROWS, that their
-    intervals are too narrow (02_analyze and the card say so of each)."""
+    """The members' table; under it, members with fewer rows than stats.BOOTSTRAP_FEW_ROWS: intervals too narrow."""
     # its cells whole (a DataFrame's are cut at 50 characters), its rows #k as the figure names a member it cannot draw
     ipython.display(readable(view.table.rename(index="#{}".format)))
     if few := [(m["member"], m["rows"]) for m in view.summary["members"] if m["few_rows"]]:
@@ -326,14 +320,12 @@ def origins(view: FamilyView) -> Any:
 
 
 def headline(verdict: str | None) -> str:
-    """A verdict's first paragraph (reproduced or not, within what, how many rows) as plain text: a table's cell (the
-    table escapes it for HTML)."""
+    """A verdict's first paragraph (reproduced or not, within what, rows) as plain text (a table escapes its HTML)."""
     return plain_text((verdict or "").split("\n\n")[0])
 
 
 def show_verdicts(view: FamilyView) -> None:
-    """Each member's verdict against its published counterpart (04_compare's `compare.json`): their headlines as a
-    table, then each whole, under its member's name; a sentence if none."""
+    """Members' verdicts vs their published counterparts (04_compare's `compare.json`): headlines, then each whole."""
     if not (compared := [m for m in view.summary["members"] if m["verdict"]]):
         return ipython.display(ipython.Markdown(prose("report", "no_family_verdict")))  # (not a table of bare headers)
     rows = pd.DataFrame([{"member": m["member"], "verdict": headline(m["verdict"])} for m in compared])

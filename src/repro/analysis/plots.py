@@ -1,5 +1,4 @@
-"""The figures, in one seaborn theme on plain `Figure` objects (no pyplot state: the same under papermill, pytest
-and a kernel), saved as byte-stable PNG and SVG."""
+"""The figures: one seaborn theme on plain `Figure`s (no pyplot state: same everywhere), byte-stable PNG and SVG."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ FIGURE_NAMES = ("score_distributions", "score_ecdf", "chosen_vs_rejected", "marg
 
 @contextlib.contextmanager
 def theme() -> Iterator[None]:
-    """The one look of every figure (seaborn whitegrid, 'notebook' context), without touching global state; a glyph
-    a label's font lacks is said once a label, where it is saved (`save`), not by matplotlib once a glyph."""
+    """The look (seaborn whitegrid, 'notebook'), no global state; a glyph a font lacks: said once a label, at `save`."""
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.95), warnings.catch_warnings():
         warnings.filterwarnings("ignore", NO_GLYPH_WARNING)
         yield
@@ -55,8 +53,7 @@ def _glyphs(font_file: str) -> frozenset[int]:
 
 
 def fonts_for(text: str, font: font_manager.FontProperties) -> list[str] | None:
-    """The font families that draw every character of `text` in `font`'s style: its own, then installed fonts with the
-    glyphs it lacks (matplotlib falls back along font.family); None when no installed font has some (boxes)."""
+    """Families drawing all `text` like `font`: its own, then ones with glyphs it lacks (font.family); None: boxes."""
     own, weights = font_manager.findfont(font), font_manager.weight_dict
     missing = set(map(ord, text.replace("\n", ""))) - _glyphs(own)  # (a line break is no glyph)
     families = [font_manager.get_font(own).family_name]
@@ -278,8 +275,7 @@ def save(fig: Figure, stem: Path) -> dict[str, Path]:
 
 
 def _drawable(fig: Figure, name: str) -> None:
-    """Each label of `fig` drawn whole: letters its font lacks (a CJK or emoji name a researcher gives) from installed
-    fonts that have them (`fonts_for`); one that no installed font can draw said once, with the fix."""
+    """`fig`'s labels whole: glyphs a font lacks (CJK, emoji) from other fonts (`fonts_for`); else said, with a fix."""
     boxes = set()
     for line in (text for text in fig.findobj(Text) if text.get_visible() and text.get_text().strip()):
         if (families := fonts_for(line.get_text(), line.get_fontproperties())) is None:

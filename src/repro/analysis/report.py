@@ -1,5 +1,4 @@
-"""notebooks/02_analyze: a preference dataset's scores loaded and validated, its statistics and figures written
-(metrics.json last, after what it points to, an old one removed first, so a failed analysis leaves none)."""
+"""notebooks/02_analyze: scores validated, statistics and figures written (metrics.json last; failures leave none)."""
 
 from __future__ import annotations
 
@@ -192,8 +191,7 @@ def text_lengths(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 def response_lengths(table: pa.Table, rows: np.ndarray) -> tuple[dict[str, np.ndarray] | None, np.ndarray | None,
                                                                  dict[str, Any]]:
-    """Response lengths at `rows` where both chosen and rejected have a response (and a mask of those), or why not:
-    its `cause` and the facts the prose words it by (templates/report.jinja's length_reason, the card's)."""
+    """Lengths at `rows` where chosen and rejected both exist (+ mask), or why not (`cause`, length_reason's facts)."""
     if missing := [c for c in ("chosen", "rejected") if c not in table.column_names]:
         return None, None, {"cause": "no_column", "columns": missing}
     out: dict[str, np.ndarray] = {}

@@ -1,5 +1,4 @@
-"""What 01_construct shows after each stage (counts, a few rows and pairs, the score distribution), as objects a
-notebook displays; nothing here writes."""
+"""What 01_construct shows after each stage (counts, rows, pairs, scores' distribution) as objects; writes nothing."""
 
 from __future__ import annotations
 
@@ -98,9 +97,8 @@ def margin_distribution(pairs: datasets.Dataset) -> "Image | None":
 
 def pair_examples(pairs: datasets.Dataset, candidate_set=None, scores: Sequence[Sequence[float]] | None = None,
                   picks: Sequence[tuple[int, int, int]] | None = None, params=None) -> Any:
-    """Pairs to read, texts on one line: the largest, a middle and the smallest margin (without scores: rows); given the
-    rows' candidates, scores and `picks` (stages.build's candidate row, chosen, rejected of each pair), each candidate
-    with its score and role, and for selection best_worst_length_penalised the penalised score that picked them."""
+    """Pairs to read, one line each: largest, middle, smallest margin (no scores: rows); given candidates, scores and
+    `picks` (stages.build's), each candidate's score and role (best_worst_length_penalised: its penalised score)."""
     pairs = seed_view(pairs)
     chosen, rejected = (response_texts(pairs.data.table.column(c)).to_pylist() for c in ("chosen", "rejected"))
     margin = _margin(pairs)

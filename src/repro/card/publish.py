@@ -110,8 +110,7 @@ def code_block(text: Any, language: str) -> str:
 
 
 def _environment(lang: str) -> jinja2.Environment:
-    """The templates with `t` = the sentences of `lang` (templates/<lang>.jinja) and the card's filters: built again
-    once a template file has changed (a translator's edit shows at the next render, in the same kernel)."""
+    """Templates with `t` = `lang`'s sentences (templates/<lang>.jinja), filters; rebuilt when a file changes."""
     return _environment_of(lang, TEMPLATES, tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size)
                                                   for f in sorted(TEMPLATES.iterdir())))
 
@@ -165,8 +164,7 @@ def render_body(facts: CardFacts) -> str:
 
 
 def build_card(facts: CardFacts) -> DatasetCard:
-    """The whole card (YAML front matter + body) as a `huggingface_hub.DatasetCard`; no path in this machine's home or
-    current folder left in it, whatever route it came by (each by its last name, as `public_text` names it)."""
+    """The card (YAML + body) as a `huggingface_hub.DatasetCard`; home and cwd paths by last name (`public_text`)."""
     text = f"---\n{facts_card_data(facts).to_yaml()}\n---\n{render_body(facts)}"
     return DatasetCard(without_folders(text, Path.home(), Path.home().resolve(), Path.cwd()))
 
@@ -199,8 +197,7 @@ def _written_already(facts: CardFacts, card: DatasetCard) -> bool:
 
 
 def refresh(p: Any) -> Path | None:
-    """Write the card of `p`'s run (a notebook's parameters) again with the card parameters it recorded; None when
-    03_card has not run yet, or its input has gone since (the reason printed: the notebook's own work stands)."""
+    """Rewrite `p`'s run's card with its recorded card parameters; None (said why) if no 03_card yet or input gone."""
     run = RunDir(p.run_root)
     if not run.card.is_file():
         return None
@@ -256,16 +253,14 @@ def placeholders(text: str) -> list[str]:
 
 
 def template_text(path: Path) -> str:
-    """What a card template prints as it is (its literal text and strings; all of citations.bib), not the data it is
-    given: a column named `mastodon_url` is no TODO left in it."""
+    """A template's literal text and strings (all citations.bib), not its data: a `mastodon_url` column is no TODO."""
     text = path.read_text(encoding="utf-8")
     return text if path.suffix != ".jinja" else "\n".join(
         value for _, kind, value in jinja2.Environment().lex(text) if kind in ("data", "string"))
 
 
 def preview_markdown(card_path: str | Path) -> str:
-    """The card's body, its figure links relative to the showing notebook's folder (so it carries no images): the
-    executed 03_card's while `repro run` runs it, else the kernel's working folder (JupyterLab's is the notebook's)."""
+    """The card body, figure links relative to the notebook shown (executed 03_card under `repro run`, else the cwd)."""
     card_path = Path(card_path).resolve()
     run = RunDir(card_path.parent.parent)
     entry = (Manifest(run).read().get("notebooks") or {}).get("03_card") or {}

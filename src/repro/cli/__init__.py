@@ -1,7 +1,6 @@
-"""`repro run | notebooks | score | bench | selfcheck`: the command line, one module per command (`repro run`: run.py,
-with family.py for a family's members), and the logic that running notebooks from a shell needs: preflight (the checks
-before a run), rerun (continuing or replacing a run), interrupt (Ctrl-C), measure (selfcheck's and bench's timings),
-templates/ (selfcheck.md)."""
+"""`repro run | notebooks | score | bench | selfcheck`: a module per command (run.py, with family.py for a family's
+members), and what running notebooks from a shell needs: preflight, rerun (continue or replace a run), interrupt
+(Ctrl-C), measure (selfcheck's and bench's timings), templates/ (selfcheck.md)."""
 
 from __future__ import annotations
 
@@ -58,9 +57,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 @contextlib.contextmanager
 def ipython_dir() -> Iterator[None]:
-    """Inside, where HOME cannot hold IPython's folder (read-only, or none: a container's user), IPYTHONDIR names one
-    folder for the command and the kernels it starts, removed as it ends: IPython made one in TMPDIR at each start,
-    the command's and each kernel's, warned of each and left them all behind."""
+    """Where HOME cannot hold IPython's folder (read-only or none: a container's user), IPYTHONDIR is one folder for
+    the command and its kernels, removed after (IPython made, warned of and left one in TMPDIR per start)."""
     try:
         default = Path("~/.ipython").expanduser()
     except RuntimeError:  # no HOME, and a user id of no account (an arbitrary uid in a container)

@@ -44,9 +44,8 @@ def member_given_as(family: Family) -> str:
 
 def member_checks(family: Family, member: Member, force: bool, why: str,
                   checkout: list[Check]) -> tuple[list[Check], dict[str, Any]]:
-    """What one member needs before it runs (its run directory, then the machine; `why`: why it runs again;
-    `checkout`: git's word on the checkout, asked once for every member), and the changed parameters that replace its
-    run (with 01_construct among its notebooks)."""
+    """A member's checks before it runs (run directory, then machine; `why`: why it runs again; `checkout`: git's
+    word, asked once for all), and the changed parameters replacing its run (with 01_construct among its notebooks)."""
     resolved, run, given_as = member.resolved, RunDir(member.run_dir), member_given_as(family)
     changed = changed_parameters(run, resolved)
     advice = f"give the family another {family.given_as} (its members go into its folder, by name)"
@@ -134,9 +133,8 @@ def view_current(family: Family) -> bool:
 
 def prepare(args: argparse.Namespace, params_file: Path, family: Family, members: list[Member],
             why: dict[str, str]) -> int | None:
-    """Check the family's folder and every member that will run (`why`: why each runs again), but those busy then
-    (family.busy: checked at their turn), before any runs (`--check`: print them, return the exit code); then remove
-    what replaced members left."""
+    """Before any run, check the family's folder and members to run (`why`: why each runs again) but those busy then
+    (checked at their turn) (`--check`: print, return exit code); then remove what replaced members left."""
     family.busy = {m.name: w for m in members if why[m.name] and (w := RunDir(m.run_dir).writer())}
     pending = [m for m in members if why[m.name] and m.name not in family.busy]
     checkout = checkout_checks() if pending else []  # (one git process, not one a member)
@@ -183,8 +181,7 @@ def ended(code: int) -> str:
 
 
 def run_elsewhere(family: Family, member: Member, now: bool = True, file: Any = None) -> bool:
-    """Whether another process writes in `member`'s folder, looked at `now` or at the checks (family.busy); says so
-    (on `file`: None, stdout)."""
+    """Whether another process writes in `member`'s folder, now or at the checks (family.busy); says so on `file`."""
     if not (writer := RunDir(member.run_dir).writer() if now else family.busy.get(member.name)):
         return False
     print(printable(f"repro run: family {family.name}: {member.name} is being run elsewhere: {writer} is writing to "
@@ -244,8 +241,7 @@ class _Started:
         self.lock, self.processes, self.stopping = threading.Lock(), [], False
 
     def stop(self, how: str) -> None:
-        """No member starts after this, and the running ones get the stop this process got (in sessions of their
-        own, a terminal's Ctrl-C reaches them through this process alone: once)."""
+        """No member starts; running ones get this stop (in own sessions, Ctrl-C reaches them only via this)."""
         with self.lock:
             self.stopping = True
         for process in self.processes:
@@ -276,8 +272,7 @@ def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member,
 
 
 def _run_at_once(args: argparse.Namespace, family: Family, jobs: int) -> tuple[list[str], bool]:
-    """Every member's status, `jobs` members at once in their own processes, and whether the command was stopped
-    (Ctrl-C or SIGTERM: no other member starts, the running ones stop)."""
+    """Every member's status, `jobs` at once in own processes, and whether the command was stopped (Ctrl-C, SIGTERM)."""
     started, pool = _Started(), ThreadPoolExecutor(max_workers=jobs)
     runs = [pool.submit(_run_in_subprocess, args, family, member, started) for member in family.members]
     with noting_stops() as stops:  # (one more while the members stop is noted, not raised: it cuts nothing short)

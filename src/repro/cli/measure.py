@@ -65,8 +65,7 @@ def _sync(device_type: str) -> None:
 
 def alternate(contenders: list[Contender], prompts: list[str], candidates: list[list[str]], slice_size: int,
               device_type: str, log: Callable[[str], None]) -> None:
-    """After a warm-up call each (on a GPU the first slice: the allocator grown, its shapes known to all), every
-    contender scores each slice in turn (rotating who goes first); times and peaks add up."""
+    """After a warm-up each (GPU: first slice, growing the allocator), all score each slice, rotating who is first."""
     warm = slice_size if device_type == "cuda" else 2
     for contender in contenders:
         contender.run(prompts[:warm], candidates[:warm])

@@ -125,9 +125,8 @@ CHAINED_RE = re.compile(r"\n\s*(?:During handling of the above exception, anothe
 
 
 def _said_in_cell(notebook: str | None) -> str:
-    """The error the failed cell of the `notebook` text printed as text where the kernel sent no error output: the
-    whole message below the frames of the last traceback there (of the one before IPython's own), however many of its
-    lines are indented (pydantic's); "" if none."""
+    """The error a failed cell of `notebook` printed as text (the kernel sent no error output): the whole message
+    under the last traceback's frames (before IPython's own), indented lines too (pydantic's); "" if none."""
     cells = json.loads(notebook)["cells"] if notebook else []
     failed = next((c for c in cells if c.get("metadata", {}).get("papermill", {}).get("exception")), {})
     text = "".join("".join(o.get("text", "")) for o in failed.get("outputs", []) if o.get("output_type") == "stream")
@@ -142,8 +141,7 @@ def _said_in_cell(notebook: str | None) -> str:
 
 
 def _disk_full(exc: BaseException, run: RunDir) -> Path | None:
-    """The path on a full disk `exc` names (this process's OSError, or a kernel's as papermill reports it), else the
-    run directory; None where `exc` is not a full disk (ENOSPC)."""
+    """The full disk's path `exc` names (an OSError, a kernel's via papermill), else the run's; None if not ENOSPC."""
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return Path(exc.filename or run.root)
     said = re.fullmatch(rf"\[Errno {errno.ENOSPC}\] [^:]*(?:: '(.+)')?", str(getattr(exc, "evalue", "")))
@@ -192,9 +190,8 @@ def skip_rfc3987_grammar() -> None:
 
 
 class AtomicSaves:
-    """papermill's I/O of absolute paths, as its local handler's, but a notebook is saved to a file beside it, then
-    renamed over it: a full disk leaves the last copy written whole (an earlier run's too), never one cut off.
-    `unsaved`: by path, the notebook whose save failed last."""
+    """papermill's local I/O, but a notebook is saved beside, then renamed over: a full disk leaves the last copy
+    whole (an earlier run's too), never cut off. `unsaved`: by path, the notebook whose save failed last."""
 
     def __init__(self) -> None:
         self.unsaved: dict[str, str] = {}
@@ -264,10 +261,9 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
                   log_output: bool = False, selfcheck: str | None = None, record: dict[str, Any] | None = None,
                   last_line: bool = True, fingerprint: dict[str, Any] | None = None,
                   only: list[str] | None = None, short_of: str | None = None) -> int:
-    """Execute the params' notebooks (`only`: those of them) in order into run_root/notebooks/; the manifest records
-    the run, `record` and, once complete, `fingerprint` (None: `run_fingerprint` of the inputs now); `last_line`: say
-    "complete" at the end; `kernel`: one ensure_kernel accepted; `short_of`: the run, its notebooks done, is recorded
-    failed with it as its error (a family whose members did not all complete)."""
+    """Run the params' notebooks (`only`: those) in order into run_root/notebooks/; the manifest records the run,
+    `record`, once complete `fingerprint` (None: `run_fingerprint` now); `last_line`: end with "complete"; `kernel`:
+    ensure_kernel's; `short_of`: recorded failed with it when done (a family's members not all complete)."""
     papermill = import_papermill()
     notebooks = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
     notebooks = [nb for nb in notebooks if only is None or nb in only]
@@ -403,8 +399,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
 
 
 def read_parts(*fingerprints: dict[str, Any]) -> str:
-    """'local inputs, hub commits, ': those of the two a run of one of `fingerprints` reads (the demo's: none), as a
-    'nothing to do' names them."""
+    """'local inputs, hub commits, ': which of the two runs of `fingerprints` read (demo: none), for 'nothing to do'."""
     return "".join(f"{part}, " for part in ("local inputs", "hub commits")
                    if any(fingerprint[part] not in ("", fingerprint_of({})) for fingerprint in fingerprints))
 
@@ -415,9 +410,8 @@ def folder_given_as(args: argparse.Namespace, values: dict[str, Any]) -> str:
 
 
 def check_run_root(run_root: Path, given_as: str, default: bool = False, unread: bool = False) -> None:
-    """Refuse, before any work, a run directory that is (or lies inside) an existing file, or cannot be written
-    (`default`: neither --out nor run_dir gave it, as the refusal says); `unread`: only one that cannot be read, before
-    it is read for whether there is anything to do (with nothing to do, it need not be writable: a colleague's run)."""
+    """Refuse before any work a run directory at or in a file, or unwritable (`default`: not from --out or run_dir);
+    `unread`: only an unreadable one, before reading it (nothing to do: need not be writable, a colleague's run)."""
     if unread and (not run_root.is_dir() or os.access(run_root, os.R_OK | os.X_OK)):
         return
     check_folder(run_root, "No --out or run_dir was given, and the default run directory (runs/<name> of the project "

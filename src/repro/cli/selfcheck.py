@@ -199,8 +199,7 @@ def weights_location(spec: str) -> dict[str, Any]:
 
 
 def environment_report(device: Any, specs: Sequence[str]) -> dict[str, Any]:
-    """torch/CUDA/GPU, transformers, llm-blender, the scoring code (a scoring fingerprint's `code`), the hub, and where
-    each model's weights are."""
+    """torch/CUDA/GPU, transformers, llm-blender, scoring code (a fingerprint's `code`), the hub, weights' paths."""
     env: dict[str, Any] = machine_info(str(device))
     env.update(cuda_available=torch.cuda.is_available(), torch_cuda=torch.version.cuda,
                packages=package_versions(), scoring_code=python_digest(*SCORING_CODE), lock=lock_status())
@@ -221,8 +220,7 @@ def environment_report(device: Any, specs: Sequence[str]) -> dict[str, Any]:
 
 def selfcheck_rows(input: str | Path | None = None, n: int | None = None
                    ) -> tuple[list[str], list[list[str]], str, list[str]]:
-    """(prompts, candidates, where from, each row's name): the first `n` rows of the embedded demo ("row 1", ...), or
-    of a jsonl (or parquet) file, named as repro score names them ("line 4": the file's line)."""
+    """(prompts, candidates, source, row names): first `n` rows of the demo ("row 1") or a jsonl/parquet ("line 4")."""
     n = DEFAULT_ROWS if n is None else check_value(Count, n, "rows")  # (the Python API's; --rows: its argparse type)
     if input is not None:
         if not Path(input).exists():
@@ -582,8 +580,7 @@ PATH_EDGES = r"""\s'"`=:;,|()\[\]{}<>"""
 
 
 def _home_as_tilde(value: Any) -> Any:
-    """`value` with the home folder written `~` in every text (paths as text), through dicts and lists: only where it
-    is a whole path's start (/home/al/x, not /home/alice nor /data/home/al)."""
+    """`value` with home as `~` in each text (through dicts and lists) only at a path's start (not /home/alice)."""
     if isinstance(value, dict):
         return {k: _home_as_tilde(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -596,8 +593,7 @@ def _home_as_tilde(value: Any) -> Any:
 
 
 def _pasteable(text: str) -> str:
-    """`text` as selfcheck.md, to be pasted into an issue, shows it: no path of this machine (one in the current folder
-    relative to it, one in the home folder from `~`, any other by its last name: `public_text`)."""
+    """`text` for pasting (selfcheck.md): cwd paths relative, home ones `~`, others by last name (`public_text`)."""
     cwd = str(Path.cwd()).rstrip("/\\")
     if cwd and not Path.home().is_relative_to(cwd):  # (else the home folder's paths: from ~)
         text = re.sub(rf"(?<![^{PATH_EDGES}]){re.escape(cwd)}([/\\]|(?=[{PATH_EDGES}]|$))",
@@ -606,8 +602,7 @@ def _pasteable(text: str) -> str:
 
 
 def _shell_command(argv: Sequence[str]) -> str:
-    """`repro ARGV` as a shell reads it, a path in the home folder written `~/` outside its quotes (a shell expands it
-    there, never inside: `'~/my run'` is a folder named ~)."""
+    """`repro ARGV` as a shell reads it, a home path as `~/` outside its quotes (`'~/my run'` is a folder named ~)."""
     home = str(Path.home()).rstrip("/")
 
     def word(arg: str) -> str:

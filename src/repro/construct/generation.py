@@ -506,8 +506,7 @@ def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[lis
 def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Path,
                         manifest: Any | None = None, cache_dir: str | Path | None = None,
                         row_numbers: list[int] | None = None, split: str | None = None) -> list[dict]:
-    """New rows with `reference_response` (if asked) and `resp0..resp{n-1}`: resumable, row-cached, via `run_job`.
-    A bad prompt's error names its row as collect_candidates does (by `row_numbers`, of `split`)."""
+    """Rows with `reference_response` (if asked), `resp0..resp{n-1}` via `run_job`; bad rows named by `row_numbers`."""
     start = time.monotonic()
     cache_dir = None if cache_dir is None else str(cache_dir)
     if cache_dir is not None:  # a cache of another key format is refused here, before any work

@@ -136,9 +136,8 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
                       weights_format: str = "safetensors", extra_corpus: Iterable[str] = (),
                       source_maxlength: int = PAIRRM_LIMITS["source_maxlength"],
                       candidate_maxlength: int = PAIRRM_LIMITS["candidate_maxlength"]) -> Path:
-    """A random PairRM checkpoint in `out_dir`: llm-blender's layout (with its `backbone/` folder) or PairRM-hf's;
-    `initializer_range=1.0` spreads scores to about 0.1 (0.02 gives near-ties); `extra_corpus`: more tokenizer
-    training text (realistic token counts in a benchmark); the limits go to the RankerConfig (PairRM-hf has none)."""
+    """A random PairRM in `out_dir`, llm-blender's (`backbone/`) or PairRM-hf's; `initializer_range=1.0` spreads
+    scores to ~0.1 (0.02: near-ties); `extra_corpus`: tokenizer text (realistic counts); limits into RankerConfig."""
     if layout not in ("llm-blender", "transformers"):
         raise ParameterError(f"layout={layout!r}: expected 'llm-blender' or 'transformers'.")
     if weights_format not in ("safetensors", "bin", "both"):
